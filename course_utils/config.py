@@ -1,0 +1,69 @@
+"""One switch for sizes (FAST), the device, and repeatable seeds.
+
+    FAST   on when COURSE_FAST=1, or when CI is set (COURSE_FAST=0 turns it off again)
+    pick   pick(fast, full) -> the value for the current mode
+    DEVICE CUDA when available, else CPU (printed once, with a hint when no GPU is found)
+"""
+import os
+import random
+
+import numpy as np
+
+
+def _truthy(value):
+    return value is not None and value.strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def fast_mode(environ=None):
+    """True when lessons should run at tiny sizes (COURSE_FAST=1, or CI set)."""
+    environ = os.environ if environ is None else environ
+    if "COURSE_FAST" in environ:
+        return _truthy(environ["COURSE_FAST"])
+    return _truthy(environ.get("CI"))
+
+
+FAST = fast_mode()
+
+
+def pick(fast, full):
+    """The value for the current mode: `fast` in FAST mode (CI, smoke runs), else `full`."""
+    return fast if FAST else full
+
+
+def _find_device():
+    import torch
+
+    if torch.cuda.is_available():
+        device = torch.device("cuda")
+        print(f"Device: cuda ({torch.cuda.get_device_name(0)})")
+    else:
+        device = torch.device("cpu")
+        print("Device: cpu (no GPU found: every lesson runs on a CPU; for lesson 10's full "
+              "schedule use a GPU, e.g. Colab: Runtime > Change runtime type > GPU)")
+    return device
+
+
+_DEVICE = None
+
+
+def __getattr__(name):  # DEVICE is found (and printed) once, on first use
+    global _DEVICE
+    if name == "DEVICE":
+        if _DEVICE is None:
+            _DEVICE = _find_device()
+        return _DEVICE
+    raise AttributeError(f"module 'course_utils.config' has no attribute {name!r}")
+
+
+def seed_everything(seed=0):
+    """Seed Python, NumPy and torch so that CPU runs are repeatable."""
+    random.seed(seed)
+    np.random.seed(seed)
+    try:
+        import torch
+    except ImportError:  # lesson 01 needs only NumPy
+        return
+    torch.manual_seed(seed)
+    torch.cuda.manual_seed_all(seed)
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
