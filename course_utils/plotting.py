@@ -5,11 +5,15 @@ import numpy as np
 from .checks.core import to_numpy
 
 
-def _heatmap(ax, w, x_labels, y_labels, title, vmax):
+def _heatmap(ax, w, x_labels, y_labels, title, vmax, show_x=True, show_y=True):
     image = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=vmax, aspect="auto")
-    if x_labels is not None:
+    if not show_x:
+        ax.set_xticks([])
+    elif x_labels is not None:
         ax.set_xticks(range(len(x_labels)), [str(t) for t in x_labels], rotation=90)
-    if y_labels is not None:
+    if not show_y:
+        ax.set_yticks([])
+    elif y_labels is not None:
         ax.set_yticks(range(len(y_labels)), [str(t) for t in y_labels])
     if title:
         ax.set_title(title, fontsize=10)
@@ -55,8 +59,8 @@ def show_attention(weights, x_labels=None, y_labels=None, title=None, titles=Non
                 name = titles[r * cols + c] if r * cols + c < len(titles) else ""
             else:
                 name = f"layer {r + 1}, head {c + 1}" if w.ndim == 4 else f"head {r * cols + c + 1}"
-            image = _heatmap(ax, grid[r, c], x_labels if r == rows - 1 or w.ndim == 2 else None,
-                             y_labels if c == 0 else None, name, vmax)
+            image = _heatmap(ax, grid[r, c], x_labels, y_labels, name, vmax,
+                             show_x=r == rows - 1, show_y=c == 0)
             if r == rows - 1:
                 ax.set_xlabel(xlabel)
             if c == 0:

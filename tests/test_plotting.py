@@ -1,0 +1,30 @@
+"""Attention heatmaps and learning curves draw, and say clearly what shapes they expect."""
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from course_utils.plotting import plot_learning_curves, show_attention  # noqa: E402
+
+
+@pytest.mark.parametrize("shape, panels", [((3, 5), 1), ((1, 3, 5), 1), ((2, 3, 5), 2), ((6, 3, 5), 8), ((2, 4, 3, 5), 8)])
+def test_show_attention_grids(shape, panels):
+    fig = show_attention(torch.rand(shape), x_labels=list("abcde"), y_labels=list("xyz"))
+    assert len([ax for ax in fig.axes if ax.images]) == panels
+    plt.close(fig)
+
+
+def test_show_attention_rejects_bad_input():
+    with pytest.raises(ValueError, match="x_labels"):
+        show_attention(np.random.rand(3, 5), x_labels=list("ab"))
+    with pytest.raises(ValueError, match="expects weights of shape"):
+        show_attention(np.random.rand(5))
+
+
+def test_learning_curves():
+    ax = plot_learning_curves({"train": [3, 2, 1], "val": ([1, 3], [2.5, 1.5])}, logy=True)
+    assert len(ax.lines) == 2
+    plt.close(ax.figure)
