@@ -1,0 +1,119 @@
+"""Checks for lesson 02: the seq2seq encoder-decoder (encoder forward, one decoder step, the loss)."""
+import torch
+import torch.nn.functional as F
+
+from .. import recurrent as ref
+from ..data.sequences import PAD_ID
+from .core import call, exercise, expect, expect_close, expect_shape, rng
+
+VOCAB = 13
+
+
+def _tokens(g, lengths):
+    """Random source ids (3..VOCAB-1) padded with PAD_ID to the longest length: (B, S), lengths (B,)."""
+    S = max(lengths)
+    src = torch.full((len(lengths), S), PAD_ID, dtype=torch.long)
+    for i, n in enumerate(lengths):
+        src[i, :n] = torch.as_tensor(g.integers(3, VOCAB, size=n))
+    return src, torch.tensor(lengths)
+
+
+def _pair(result, first, second):
+    expect(isinstance(result, tuple) and len(result) == 2,
+           f"return two things, as `return {first}, {second}`.")
+    return result
+
+
+@exercise("encoder forward pass")
+def encoder_forward(fn):
+    """fn(encoder, src (B, S), lengths (B,)) -> h (B, S, d_hidden), s (B, d_hidden)."""
+    tests = 0
+    for seed, lengths in enumerate([[5, 3, 4, 1], [7, 7, 2], [6]]):
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            encoder = ref.Encoder(VOCAB, 5, 8)
+        src, lens = _tokens(rng(seed), lengths)
+        with torch.no_grad():
+            h_ref, s_ref = encoder(src, lens)
+            h, s = _pair(call(fn, encoder, src, lens.clone()), "h", "s")
+            unpacked, _ = encoder.gru(encoder.embedding(src))        # ran over the padding too
+        B, S = src.shape
+        expect_shape(h, (B, S, 8), "h")
+        keep = (src != PAD_ID)[..., None]
+        expect_close(h * keep, h_ref, f"h at the real tokens (lengths {lengths}); positions past "
+                     "each length are not checked")
+        expect_close(s, s_ref, f"the final state s (lengths {lengths})", mistakes={
+            "s is the GRU's output at the last column, which is padding for the shorter sequences: "
+            "take each sequence's state at its last real token (index lengths - 1), or pack the batch "
+            "with pack_padded_sequence so the GRU stops there": unpacked[:, -1],
+            "s is the state after the FIRST token: the context is the state after the last real token":
+                unpacked[:, 0],
+            "s has an extra leading axis (num_layers): return h_n[0] (shape (B, d_hidden))": s_ref[None],
+        })
+        tests += 1
+    return tests
+
+
+@exercise("one decoder step")
+def decoder_step(fn):
+    """fn(decoder, y_prev (B,), s_prev (B, d_hidden)) -> logits (B, vocab), s (B, d_hidden)."""
+    tests = 0
+    for seed, B in enumerate([4, 1, 6]):
+        with torch.random.fork_rng():
+            torch.manual_seed(10 + seed)
+            decoder = ref.Decoder(VOCAB, 5, 8)
+        g = rng(seed)
+        y_prev = torch.as_tensor(g.integers(1, VOCAB, size=B))
+        s_prev = torch.as_tensor(g.normal(size=(B, 8)), dtype=torch.float32)
+        with torch.no_grad():
+            logits_ref, s_ref = decoder.step(y_prev, s_prev)
+            logits, s = _pair(call(fn, decoder, y_prev, s_prev.clone()), "logits", "s")
+            expect_close(s, s_ref, f"the new state s (B={B})", mistakes={
+                "s is the previous state: return the state the GRU computes from y_prev and s_prev":
+                    s_prev,
+                "s ignores the previous token: feed the EMBEDDING of y_prev to the GRU, with s_prev as "
+                "its hidden state": decoder.gru(torch.zeros(B, 1, 5), s_prev[None])[1][0],
+            })
+            expect_close(logits, logits_ref, f"the logits (B={B})", mistakes={
+                "the logits come from the previous state s_prev: project the NEW state, "
+                "decoder.out(s)": decoder.out(s_prev),
+                "you returned probabilities: return the logits decoder.out(s), without a softmax "
+                "(the loss applies log-softmax itself)": torch.softmax(logits_ref, -1),
+                "you returned log-probabilities: return the logits decoder.out(s)":
+                    torch.log_softmax(logits_ref, -1),
+            })
+        tests += 1
+    return tests
+
+
+@exercise("teacher-forced loss")
+def sequence_loss(fn):
+    """fn(logits (B, T, V), tgt_out (B, T), pad_id) -> mean cross-entropy over the real tokens."""
+    tests = 0
+    for seed, lengths in enumerate([[5, 2, 4], [3, 3], [6, 1, 2, 6]]):
+        g = rng(seed)
+        tgt_out, _ = _tokens(g, lengths)
+        logits = torch.as_tensor(g.normal(size=(*tgt_out.shape, VOCAB)) * 2, dtype=torch.float32)
+        loss = call(fn, logits, tgt_out.clone(), PAD_ID)
+        expect(isinstance(loss, torch.Tensor), f"return the loss as a torch tensor (for .backward()), "
+                                               f"got {type(loss).__name__}.")
+        expect(loss.dim() == 0 or loss.numel() == 1, f"the loss should be one number (a scalar "
+                                                     f"tensor), got shape {tuple(loss.shape)}: average it.")
+        flat_logits, flat = logits.reshape(-1, VOCAB), tgt_out.reshape(-1)
+        per_token = F.cross_entropy(flat_logits, flat, reduction="none").reshape(tgt_out.shape)
+        real = (tgt_out != PAD_ID).float()
+        expect_close(loss.reshape(()), ref.sequence_loss(logits, tgt_out, PAD_ID),
+                     f"the loss (target lengths {lengths})", mistakes={
+            "the padding positions count in the loss: ignore targets equal to pad_id "
+            "(ignore_index=pad_id), so that every real token weighs the same":
+                F.cross_entropy(flat_logits, flat),
+            "the loss is a sum: average over the real tokens (a sum grows with batch size and length)":
+                (per_token * real).sum(),
+            "the loss averages each sequence first: average over all real tokens of the batch at once, "
+            "so that a long sequence counts as much as its tokens":
+                ((per_token * real).sum(1) / real.sum(1)).mean(),
+            "the loss is the mean negative logit, without the log-softmax: use F.cross_entropy on "
+            "the logits": -(logits.gather(-1, tgt_out[..., None])[..., 0] * real).sum() / real.sum(),
+        })
+        tests += 1
+    return tests

@@ -1,0 +1,154 @@
+"""Checks for lesson 03: Bahdanau attention (additive score, masked softmax, context, decoder step)."""
+import numpy as np
+import torch
+
+from .. import recurrent
+from .. import scores as ref
+from .core import call, exercise, expect, expect_close, expect_distribution, expect_shape, rng
+
+
+def randn(g, *shape, scale=1.0):
+    return torch.as_tensor(g.normal(size=shape) * scale, dtype=torch.float32)
+
+
+def random_mask(g, B, T, lengths=None):
+    """Padding mask (B, T): True for the first `length` positions of each row."""
+    lengths = lengths if lengths is not None else g.integers(1, T + 1, size=B)
+    return torch.arange(T)[None, :] < torch.as_tensor(lengths)[:, None]
+
+
+@exercise("additive score")
+def additive_score(fn):
+    """fn(s (B, d_s), h (B, T, d_h), W_a (d_a, d_s + d_h), v_a (d_a,)) -> e (B, T)."""
+    tests = 0
+    for seed, (B, T, d_s, d_h, d_a) in enumerate([(3, 7, 5, 5, 8), (2, 5, 4, 6, 3), (1, 4, 3, 8, 5)]):
+        g = rng(seed)
+        s, h = randn(g, B, d_s), randn(g, B, T, d_h)
+        W_a, v_a = randn(g, d_a, d_s + d_h, scale=0.7), randn(g, d_a)
+        e = call(fn, s, h.clone(), W_a, v_a)
+        expect_shape(e, (B, T), f"e (B={B}, T={T})")
+        s_rep = s[:, None, :].expand(B, T, d_s)
+        mistakes = {
+            "the tanh is missing: e_i = v_a^T tanh(W_a [s; h_i])":
+                torch.cat([s_rep, h], -1) @ W_a.T @ v_a,
+            "the tanh is applied after v_a: the score is v_a^T tanh(W_a [s; h_i]), tanh inside":
+                torch.tanh(torch.cat([s_rep, h], -1) @ W_a.T @ v_a),
+        }
+        if d_s == d_h:
+            mistakes["the concatenation is in the wrong order: W_a's columns expect [s; h_i] (s first)"] = \
+                torch.tanh(torch.cat([h, s_rep], -1) @ W_a.T) @ v_a
+        expect_close(e, ref.additive_score(s, h, W_a, v_a), f"e (B={B}, T={T}, d_s={d_s}, d_h={d_h})",
+                     mistakes=mistakes)
+        tests += 1
+    return tests
+
+
+@exercise("masked softmax")
+def masked_softmax(fn):
+    """fn(scores (..., T), mask bool broadcastable, True = keep) -> weights; fully masked rows -> 0."""
+    tests = 0
+    cases = [((4, 6), (4, 6)), ((3, 5), (3, 5)), ((2, 3, 5), (2, 1, 5))]
+    for seed, (shape, mask_shape) in enumerate(cases):
+        g = rng(seed)
+        scores = randn(g, *shape, scale=3.0)
+        mask = torch.as_tensor(g.random(size=mask_shape) < 0.6)
+        mask[..., 0] = True
+        if seed == 1:
+            mask[1] = False                                        # one fully masked row
+        weights = call(fn, scores.clone(), mask.clone())
+        expect_shape(weights, shape, f"the weights (scores of shape {shape})")
+        expected = ref.masked_softmax(scores, mask)
+        inverted = ref.masked_softmax(scores, ~mask)
+        nan_rows = torch.softmax(scores.masked_fill(~mask, float("-inf")), -1)
+        uniform_rows = torch.softmax(scores.masked_fill(~mask, -1e9), -1)
+        mistakes = {
+            "the mask is ignored: masked positions (mask False) must get weight 0":
+                torch.softmax(scores, -1),
+            "the mask is inverted: True means KEEP (may attend), False means masked out":
+                inverted,
+            "a row where every position is masked gives NaN: return zeros for such rows "
+            "(fill with a large negative number, then multiply the weights by the mask)": nan_rows,
+            "a row where every position is masked gives uniform weights: it must give zeros "
+            "(multiply the weights by the mask)": uniform_rows,
+            "the masked positions are zeroed AFTER the softmax without renormalising: mask the scores "
+            "before the softmax": torch.softmax(scores, -1) * mask,
+            "softmax over the wrong axis: normalise over the last axis (source positions)":
+                ref.masked_softmax(scores, mask, dim=0),
+        }
+        if seed != 1:
+            del mistakes["a row where every position is masked gives uniform weights: it must give zeros "
+                         "(multiply the weights by the mask)"]
+        expect_close(weights, expected, f"the weights (scores {shape}, mask {mask_shape})", mistakes=mistakes)
+        w = weights.detach().numpy()
+        full = mask.expand(shape).any(-1).numpy()
+        expect_distribution(w[full], "the weights of rows with a real position")
+        tests += 1
+    return tests
+
+
+@exercise("context vector")
+def context_vector(fn):
+    """fn(weights (B, T), h (B, T, d_h)) -> c (B, d_h) = sum_i alpha_i h_i."""
+    tests = 0
+    for seed, (B, T, d) in enumerate([(2, 5, 3), (4, 3, 7), (1, 6, 6)]):
+        g = rng(seed)
+        weights = torch.softmax(randn(g, B, T, scale=2.0), -1)
+        h = randn(g, B, T, d)
+        c = call(fn, weights.clone(), h.clone())
+        expect_close(c, ref.context_vector(weights, h), f"c (B={B}, T={T}, d_h={d})", mistakes={
+            "c ignores the weights (a plain mean of h): c = sum_i alpha_i h_i": h.mean(1),
+            "c is a mean of alpha_i h_i: SUM over the source positions (the weights already sum to 1)":
+                (weights[..., None] * h).mean(1),
+            "c sums over the feature axis: sum over the source positions (axis 1), keep d_h":
+                (weights[..., None] * h).sum(-1),
+            "c keeps the source axis: sum alpha_i h_i over the positions i (axis 1)":
+                weights[..., None] * h,
+        })
+        tests += 1
+    return tests
+
+
+@exercise("one attention decoder step")
+def attention_decoder_step(fn):
+    """fn(decoder, y_prev (B,), s_prev (B, d_hidden), h (B, S, d_enc), mask (B, S)) -> logits, s, alpha."""
+    tests = 0
+    d_emb, d_hidden, d_enc, vocab = 4, 6, 8, 11
+    for seed, lengths in enumerate([[5, 3, 2], [4, 4], [6, 1, 3, 5]]):
+        with torch.random.fork_rng():
+            torch.manual_seed(20 + seed)
+            decoder = recurrent.AttentionDecoder(vocab, d_emb, d_hidden, d_enc,
+                                                 ref.AdditiveAttention(d_hidden, d_enc, 5))
+        g = rng(seed)
+        B, S = len(lengths), max(lengths)
+        y_prev = torch.as_tensor(g.integers(1, vocab, size=B))
+        s_prev, h = randn(g, B, d_hidden), randn(g, B, S, d_enc)
+        mask = random_mask(g, B, S, lengths)
+        with torch.no_grad():
+            result = call(fn, decoder, y_prev, s_prev.clone(), h.clone(), mask.clone())
+            expect(isinstance(result, tuple) and len(result) == 3,
+                   "return three things, as `return logits, s, alpha`.")
+            logits, s, alpha = result
+            logits_ref, s_ref, alpha_ref = decoder.step(y_prev, s_prev, h, mask)
+            x = decoder.embedding(y_prev)
+            c_ref = ref.context_vector(alpha_ref, h)
+            alpha_nomask = torch.softmax(decoder.attention.score(s_prev, h), -1)
+            expect_close(alpha, alpha_ref, f"alpha (source lengths {lengths})", mistakes={
+                "alpha gives weight to padding: pass the mask to the attention (True = real token)":
+                    alpha_nomask,
+            })
+            expect_distribution(alpha, "alpha")
+            expect_close(s, s_ref, f"the new state s (source lengths {lengths})", mistakes={
+                "the GRU input is [c_t; embedding]: concatenate [embedding(y_prev); c_t] in that order":
+                    decoder.gru(torch.cat([c_ref, x], -1), s_prev),
+                "the state s is the previous state: update it with the GRU cell": s_prev,
+            })
+            expect_close(logits, logits_ref, f"the logits (source lengths {lengths})", mistakes={
+                "the logits come from the previous state: use decoder.out([s_t; c_t]) with the NEW state":
+                    decoder.out(torch.cat([s_prev, c_ref], -1)),
+                "the logits come from [c_t; s_t]: concatenate [s_t; c_t] (state first)":
+                    decoder.out(torch.cat([c_ref, s_ref], -1)),
+                "you returned probabilities: return the logits, without a softmax":
+                    torch.softmax(logits_ref, -1),
+            })
+        tests += 1
+    return tests

@@ -1,0 +1,156 @@
+"""Checks for lesson 06 (pointer networks): pointer scores, masking chosen positions, one decoding step.
+
+    from course_utils.checks import lesson06 as check
+    check.pointer_scores(pointer_scores)
+    check.masked_pointer_softmax(masked_pointer_softmax)
+    check.decode_step(decode_step)
+"""
+import torch
+import torch.nn.functional as F
+
+from .. import pointer as ref
+from .core import call, exercise, expect, expect_close, expect_distribution, expect_shape, rng, to_numpy
+
+
+def _randn(generator, *shape):
+    return torch.from_numpy(generator.standard_normal(shape).astype("float32"))
+
+
+def _random_mask(generator, B, T):
+    """A (B, T) bool mask with at least one True per row (some positions already chosen)."""
+    mask = torch.from_numpy(generator.random((B, T)) < 0.6)
+    mask[torch.arange(B), torch.from_numpy(generator.integers(T, size=B))] = True
+    return mask
+
+
+@exercise("pointer scores")
+def pointer_scores(fn):
+    tests = 0
+    # (B, T, d_h, d_s, d_attn): square weights so that swapped weights still run; B == T so that
+    # forgetting to broadcast s over the positions still runs (and gives wrong numbers)
+    for seed, (B, T, d_h, d_s, d_attn) in enumerate([(2, 5, 6, 6, 6), (4, 4, 8, 8, 8), (3, 7, 6, 4, 5)]):
+        g = rng(600 + seed)
+        h, s = _randn(g, B, T, d_h), _randn(g, B, d_s)
+        W_h, W_s, v = _randn(g, d_h, d_attn), _randn(g, d_s, d_attn), _randn(g, d_attn)
+        expected = ref.pointer_scores(h, s, W_h, W_s, v)
+        got = call(fn, h.clone(), s.clone(), W_h.clone(), W_s.clone(), v.clone())
+        mistakes = {
+            "the scores should be a raw score per position, before any softmax: the softmax comes later "
+            "(with the mask), so return v^T tanh(W_h h_j + W_s s) as it is.": torch.softmax(expected, dim=-1),
+            "tanh is missing: e_j = v^T tanh(W_h h_j + W_s s) applies tanh before the projection by v.":
+                (h @ W_h + (s @ W_s).unsqueeze(1)) @ v,
+        }
+        if d_h == d_s:
+            mistakes["W_h and W_s are swapped: W_h multiplies the encoder states h_j, W_s the decoder "
+                     "state s."] = ref.pointer_scores(h, s, W_s, W_h, v)
+        if B == T and d_h == d_s:
+            mistakes["s is not broadcast over the positions: (B, T, d_attn) + (B, d_attn) lines the batch "
+                     "axis of s up with the positions axis; add s @ W_s as (B, 1, d_attn) "
+                     "(`.unsqueeze(1)`)."] = torch.tanh(h @ W_h + s @ W_s) @ v
+        expect_shape(got, (B, T), "pointer_scores(h, s, W_h, W_s, v)")
+        expect_close(got, expected, "pointer_scores(h, s, W_h, W_s, v)", mistakes=mistakes)
+        tests += 1
+    return tests
+
+
+@exercise("masked pointer softmax")
+def masked_pointer_softmax(fn):
+    tests = 0
+    for seed, (B, T) in enumerate([(3, 6), (5, 4), (2, 9)]):
+        g = rng(610 + seed)
+        scores = 3 * _randn(g, B, T)
+        mask = _random_mask(g, B, T)
+        expected = ref.masked_softmax(scores, mask)
+        got = call(fn, scores.clone(), mask.clone())
+        mistakes = {
+            "chosen positions are not masked: positions where mask is False must get weight 0 (fill their "
+            "scores with -inf before the softmax).": torch.softmax(scores, dim=-1),
+            "masked positions still get weight: filling their scores with 0 is not enough (exp(0) = 1); "
+            "fill them with -inf (float('-inf')) before the softmax.":
+                torch.softmax(scores.masked_fill(~mask, 0.0), dim=-1),
+            "the mask is inverted: True means 'may be chosen' (keep), False means 'already chosen' "
+            "(mask out); use `~mask` in masked_fill.": ref.masked_softmax(scores, ~mask),
+            "softmax over the wrong axis: normalise over the positions (the last axis, dim=-1), "
+            "not over the batch.": torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=0),
+            "the mask is applied after the softmax: the remaining weights no longer sum to 1; mask the "
+            "scores (-inf) before the softmax.": torch.softmax(scores, dim=-1) * mask,
+        }
+        expect_shape(got, (B, T), "masked_pointer_softmax(scores, mask)")
+        expect_close(got, expected, "masked_pointer_softmax(scores, mask)", mistakes=mistakes)
+        expect_distribution(got, "the pointer weights", axis=-1)
+        expect(bool((to_numpy(got)[~mask.numpy()] == 0).all()),
+               "positions where mask is False must get weight exactly 0.")
+        tests += 1
+    # a row where every position is taken gives zeros, not NaN (the house convention)
+    scores, mask = torch.randn(2, 4), torch.tensor([[True, False, True, False], [False] * 4])
+    got = call(fn, scores, mask)
+    expect_close(got, ref.masked_softmax(scores, mask), "masked_pointer_softmax with a fully masked row",
+                 mistakes={"a row where every position is masked gives NaN: return zeros there "
+                           "(e.g. `weights.masked_fill(~mask.any(-1, keepdim=True), 0.0)`).":
+                           torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)})
+    return tests + 1
+
+
+def _model(seed):
+    torch.manual_seed(seed)
+    return ref.PointerNetwork(d_model=16, d_attn=12).eval()
+
+
+def _wrong_state_step(model, h, state, inp, mask):
+    """The mistake: point with the decoder state from *before* this step's update."""
+    s, c = model.decoder(inp, state)
+    weights = model.pointer(h, state[0], mask)
+    j = weights.argmax(dim=-1)
+    return weights, j, mask & ~F.one_hot(j, mask.shape[-1]).bool(), (s, c)
+
+
+@exercise("one decoding step")
+def decode_step(fn):
+    tests = 0
+    for seed, (B, T) in enumerate([(4, 6), (3, 9)]):
+        g = rng(620 + seed)
+        model = _model(620 + seed)
+        x = torch.from_numpy(g.random((B, T)).astype("float32"))
+        with torch.no_grad():
+            h, state = model.encode(x)
+            inp = model.start_input(B)
+            mask = torch.ones(B, T, dtype=torch.bool)
+            for step in range(T):
+                w_ref, j_ref, mask_ref, (s_ref, c_ref) = ref.decode_step(model, h, state, inp, mask.clone())
+                out = call(fn, model, h, (state[0].clone(), state[1].clone()), inp.clone(), mask.clone())
+                expect(isinstance(out, tuple) and len(out) == 4,
+                       "decode_step should return a tuple (weights, j, new_mask, (s, c)), got "
+                       f"{type(out).__name__}" + (f" of length {len(out)}" if isinstance(out, tuple) else "") + ".")
+                weights, j, new_mask, new_state = out
+                what = f"step {step + 1}: "
+                w_wrong = _wrong_state_step(model, h, state, inp, mask.clone())[0]
+                expect_shape(weights, (B, T), what + "weights")
+                expect_close(weights, w_ref, what + "weights", mistakes={
+                    "the pointer uses the wrong decoder state: run the decoder cell on the input first "
+                    "and point with the NEW state s_i (not the state passed in).": w_wrong,
+                    "the mask is not used when pointing: pass it to model.pointer(h, s, mask) so that "
+                    "chosen positions get weight 0.": model.pointer(h, s_ref),
+                })
+                expect(isinstance(new_state, tuple) and len(new_state) == 2,
+                       what + "the new state should be the tuple (s, c) returned by model.decoder.")
+                expect_close(new_state[0], s_ref, what + "new decoder state s", mistakes={
+                    "the returned state is the old one: return the (s, c) that model.decoder gave you.":
+                        state[0]})
+                expect_close(new_state[1], c_ref, what + "new decoder cell c")
+                expect_shape(j, (B,), what + "chosen positions j")
+                expect(torch.equal(torch.as_tensor(j).long(), j_ref),
+                       what + f"chosen positions {to_numpy(j).tolist()} differ from the expected "
+                       f"{j_ref.tolist()}: take the argmax of the weights over the positions (dim=-1).")
+                expect_shape(new_mask, (B, T), what + "new mask")
+                new_mask = torch.as_tensor(new_mask)
+                expect(new_mask.dtype == torch.bool, what + f"the new mask should be bool, got {new_mask.dtype}.")
+                expect(not torch.equal(new_mask, mask) or torch.equal(mask_ref, mask),
+                       what + "chosen positions are not masked: set new_mask[b, j[b]] = False so that "
+                       "a position cannot be chosen twice.")
+                expect(torch.equal(new_mask, mask_ref),
+                       what + "the new mask should equal the old mask with the chosen position j set to "
+                       "False in every row (and nothing else changed).")
+                state, mask, inp = (s_ref, c_ref), mask_ref, model.next_input(x, j_ref)
+                tests += 1
+        expect(not mask.any(), "after T steps every position should have been chosen once.")
+    return tests

@@ -1,0 +1,190 @@
+"""Checks for lesson 08: splitting and merging heads, multi-head attention, positional encoding."""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .. import attention as ref
+from .core import call, exercise, expect, expect_close, expect_distribution, expect_shape, to_numpy
+from .lesson07 import single_threaded
+
+
+def _x(seed, *shape):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+@exercise("split heads")
+@single_threaded
+def split_heads(fn):
+    """fn(x (B, T, d_model), num_heads) -> (B, num_heads, T, d_head)."""
+    tests = 0
+    for seed, (B, T, d_model, h) in enumerate([(2, 5, 12, 3), (1, 7, 16, 4), (3, 4, 8, 2)]):
+        x = _x(seed, B, T, d_model)
+        d_head = d_model // h
+        out = call(fn, x, h)
+        expect_close(out, ref.split_heads(x, h), f"split_heads(x {tuple(x.shape)}, num_heads={h})", mistakes={
+            "the heads are cut across positions: `x.view(B, num_heads, T, d_head)` mixes time steps; "
+            "view as (B, T, num_heads, d_head) first, then `.transpose(1, 2)`": x.reshape(B, h, T, d_head),
+            "the heads take every num_heads-th feature: head i must get the CONTIGUOUS block of features "
+            "i*d_head ... (i+1)*d_head-1, i.e. view as (B, T, num_heads, d_head)":
+                x.view(B, T, d_head, h).permute(0, 3, 1, 2),
+            "the result is (B, T, num_heads, d_head): move the head axis in front of time with "
+            "`.transpose(1, 2)`": x.view(B, T, h, d_head),
+        })
+        tests += 1
+    return tests
+
+
+@exercise("merge heads")
+@single_threaded
+def merge_heads(fn):
+    """fn(x (B, num_heads, T, d_head)) -> (B, T, num_heads * d_head), the inverse of split_heads."""
+    tests = 0
+    for seed, (B, h, T, d_head) in enumerate([(2, 3, 5, 4), (1, 4, 7, 2), (3, 2, 4, 6)]):
+        x = _x(seed, B, h, T, d_head)
+        out = call(fn, x)
+        expect_close(out, ref.merge_heads(x), f"merge_heads(x {tuple(x.shape)})", mistakes={
+            "the heads are merged in the wrong order: reshaping (B, num_heads, T, d_head) directly mixes "
+            "positions; `.transpose(1, 2)` to (B, T, num_heads, d_head) first, then reshape":
+                x.reshape(B, T, h * d_head),
+            "the features are interleaved across heads: concatenate head 1's d_head features, then head 2's "
+            "... (transpose(1, 2), not a permute that puts d_head before the heads)":
+                x.permute(0, 2, 3, 1).reshape(B, T, h * d_head),
+            "the result is (B, T, num_heads, d_head): reshape it to (B, T, num_heads * d_head)":
+                x.transpose(1, 2),
+        })
+        expect_close(call(fn, ref.split_heads(_x(seed, B, T, h * d_head), h)), _x(seed, B, T, h * d_head),
+                     "merge_heads(split_heads(x))", hint="merge_heads must undo split_heads.")
+        tests += 1
+    return tests
+
+
+def _multi_head(weights, query, key, value, h, mask=None, scale="d_head", split="ok", merge="ok",
+                out_proj=True, dim=-1):
+    """Multi-head attention from raw weights, with or without a typical mistake."""
+    W_q, W_k, W_v, b_q, b_k, b_v, W_o, b_o = weights
+    q, k, v = F.linear(query, W_q, b_q), F.linear(key, W_k, b_k), F.linear(value, W_v, b_v)
+    B, d_model = q.size(0), q.size(-1)
+    d_head = d_model // h
+    if split == "ok":
+        q, k, v = (ref.split_heads(t, h) for t in (q, k, v))
+    else:  # view straight as (B, h, T, d_head)
+        q, k, v = (t.reshape(B, h, t.size(1), d_head) for t in (q, k, v))
+    scores = q @ k.transpose(-2, -1)
+    scores = scores / math.sqrt({"d_head": d_head, "d_model": d_model, "none": 1}[scale])
+    if mask is not None:
+        keep = mask if mask.dim() != 3 else mask[:, None]
+        scores = scores.masked_fill(~keep, float("-inf"))
+    out = scores.softmax(dim) @ v                                       # (B, h, T_q, d_head)
+    out = ref.merge_heads(out) if merge == "ok" else out.reshape(B, -1, d_model)
+    return F.linear(out, W_o, b_o) if out_proj else out
+
+
+def _copy_weights(module, theirs):
+    W_q, W_k, W_v = theirs.in_proj_weight.detach().chunk(3)
+    b_q, b_k, b_v = theirs.in_proj_bias.detach().chunk(3)
+    with torch.no_grad():
+        for name, W, b in (("w_q", W_q, b_q), ("w_k", W_k, b_k), ("w_v", W_v, b_v),
+                           ("w_o", theirs.out_proj.weight, theirs.out_proj.bias)):
+            layer = getattr(module, name)
+            expect(isinstance(layer, nn.Linear) and tuple(layer.weight.shape) == tuple(W.shape),
+                   f"self.{name} should be nn.Linear(d_model, d_model) as given in __init__.")
+            layer.weight.copy_(W)
+            layer.bias.copy_(b)
+    return (W_q, W_k, W_v, b_q, b_k, b_v, theirs.out_proj.weight.detach(), theirs.out_proj.bias.detach())
+
+
+@exercise("multi-head attention")
+@single_threaded
+def multi_head_attention(cls):
+    """cls(d_model, num_heads) with layers w_q, w_k, w_v, w_o; forward(query, key, value, mask=None)
+    -> (B, T_q, d_model), keeping self.attn_weights (B, num_heads, T_q, T_k). Compared with
+    torch.nn.MultiheadAttention(batch_first=True) with the same weights."""
+    tests = 0
+    cases = [(16, 4, "self", None), (12, 3, "cross", "padding"), (16, 2, "self", "causal")]
+    for seed, (d_model, h, kind, mask_kind) in enumerate(cases):
+        torch.manual_seed(seed)
+        theirs = nn.MultiheadAttention(d_model, h, batch_first=True).eval()
+        module = call(cls, d_model, h)
+        expect(isinstance(module, nn.Module), "your class should be an nn.Module (keep `class ...(nn.Module)`).")
+        for name in ("w_q", "w_k", "w_v", "w_o"):
+            expect(hasattr(module, name), f"your module has no `self.{name}`: keep the layers of __init__ as given.")
+        weights = _copy_weights(module, theirs)
+        module.eval()
+        x, memory = _x(seed, 2, 5, d_model), _x(seed + 10, 2, 7, d_model)
+        query, key = (x, x) if kind == "self" else (x, memory)
+        T_q, T_k = query.size(1), key.size(1)
+        if mask_kind == "padding":
+            tokens = torch.tensor([[1] * T_k, [1] * (T_k - 3) + [0] * 3])
+            mask, torch_kw = ref.padding_mask(tokens, 0), {"key_padding_mask": tokens == 0}
+        elif mask_kind == "causal":
+            mask, torch_kw = ref.causal_mask(T_q), {"attn_mask": ~ref.causal_mask(T_q)}
+        else:
+            mask, torch_kw = None, {}
+        with torch.no_grad():
+            expected, expected_w = theirs(query, key, key, average_attn_weights=False, **torch_kw)
+            out = call(module, query, key, key, mask) if mask is not None else call(module, query, key, key)
+        args = (weights, query, key, key, h, mask)
+        mistakes = {
+            "scaled by sqrt(d_model): each head's scores are divided by sqrt(d_head), d_head = d_model // num_heads":
+                _multi_head(*args, scale="d_model"),
+            "missing scale: divide each head's scores by sqrt(d_head)": _multi_head(*args, scale="none"),
+            "the heads are split wrongly: view (B, T, d_model) as (B, T, num_heads, d_head), then transpose(1, 2)":
+                _multi_head(*args, split="view"),
+            "the heads are merged in the wrong order: transpose(1, 2) back to (B, T, num_heads, d_head) "
+            "before reshaping to (B, T, d_model)": _multi_head(*args, merge="reshape"),
+            "the output projection W_O is missing: return self.w_o(concatenated heads)":
+                _multi_head(*args, out_proj=False),
+            "softmax over the wrong axis: normalise each query's scores over the keys (dim=-1)":
+                _multi_head(*args, dim=-2),
+        }
+        if mask is not None:
+            mistakes["the mask is ignored: pass it to the attention of every head (True = may attend)"] = \
+                _multi_head(weights, query, key, key, h, None)
+        expect_shape(out, (2, T_q, d_model), "the output")
+        expect_close(out, expected, f"the output ({kind}-attention, d_model={d_model}, num_heads={h}"
+                     f"{', ' + mask_kind + ' mask' if mask_kind else ''}) compared with torch.nn.MultiheadAttention",
+                     mistakes=mistakes)
+        stored = getattr(module, "attn_weights", None)
+        expect(stored is not None, "keep the weights: set `self.attn_weights = weights` (B, num_heads, T_q, T_k) in forward.")
+        expect_shape(stored, (2, h, T_q, T_k), "self.attn_weights")
+        expect_distribution(stored, "self.attn_weights")
+        expect_close(stored, expected_w, "self.attn_weights compared with torch's per-head weights")
+        tests += 1
+    return tests
+
+
+def _pe(max_len, d_model, form="ok"):
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+    i = torch.arange(d_model // 2, dtype=torch.float64)
+    exponent = i / d_model if form == "i" else 2 * i / d_model
+    angle = pos * 10000.0 ** exponent if form == "times" else pos / 10000.0 ** exponent
+    first, second = (torch.cos(angle), torch.sin(angle)) if form == "swapped" else (torch.sin(angle), torch.cos(angle))
+    if form == "concat":
+        return torch.cat([first, second], dim=-1)
+    return torch.stack([first, second], dim=-1).reshape(max_len, d_model)
+
+
+@exercise("sinusoidal positional encoding")
+@single_threaded
+def positional_encoding(fn):
+    """fn(max_len, d_model) -> (max_len, d_model): PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...)."""
+    tests = 0
+    for max_len, d_model in ((10, 8), (50, 16), (3, 4)):
+        pe = call(fn, max_len, d_model)
+        expect_shape(pe, (max_len, d_model), f"positional_encoding({max_len}, {d_model})")
+        expect_close(to_numpy(pe).astype(float), ref.sinusoidal_positional_encoding(max_len, d_model).double(),
+                     f"positional_encoding({max_len}, {d_model})", atol=1e-5, mistakes={
+            "sin and cos are in halves (all sines, then all cosines): this exercise wants the paper's "
+            "interleaved form, sin in the even columns 2i and cos in the odd columns 2i+1":
+                _pe(max_len, d_model, "concat"),
+            "sin and cos are swapped: sin goes to the even columns 2i, cos to the odd columns 2i+1":
+                _pe(max_len, d_model, "swapped"),
+            "the exponent uses i instead of 2i: the frequency of columns 2i and 2i+1 is 1 / 10000^(2i/d_model)":
+                _pe(max_len, d_model, "i"),
+            "the position is multiplied by 10000^(2i/d): divide, pos / 10000^(2i/d_model)":
+                _pe(max_len, d_model, "times"),
+        })
+        tests += 1
+    return tests

@@ -1,0 +1,1 @@
+"""Data sets and task generators the lessons use (one module per data set or task)."""

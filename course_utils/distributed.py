@@ -1,0 +1,424 @@
+"""Training on several processes (GPUs, nodes) with PyTorch's own engine: torchrun + DDP.
+
+Data parallelism: every process holds a full copy (replica) of the model and trains on its own
+share of each global batch; DistributedDataParallel (DDP) all-reduces the gradients during the
+backward pass, so every replica takes the same optimizer step and the replicas stay identical.
+
+    dist = setup()                      # reads torchrun's RANK, WORLD_SIZE, LOCAL_RANK, MASTER_*;
+                                        # without them: one process, no process group
+    model = wrap_model(model.to(dist.device), dist)          # DDP when world_size > 1
+    accum = accumulation_steps(global_batch, micro_batch, dist.world_size)
+    for step_batches in steps:                               # this rank's `accum` micro-batches
+        tokens = dist.sum(sum(count(b) for b in step_batches))   # in the GLOBAL batch
+        for j, batch in enumerate(step_batches):
+            with sync_gradients(model, j == len(step_batches) - 1):  # all-reduce once per step
+                (loss_sum(model, batch) * dist.world_size / tokens).backward()
+        optimizer.step(); optimizer.zero_grad()
+    save_checkpoint({"model": unwrap(model).state_dict(), ...}, path, dist)   # rank 0 writes
+    cleanup()
+
+Launch (see the README): `torchrun --nproc_per_node=2 -m course_utils.distributed` runs `demo`,
+a quick check that a machine (or a cluster) trains one tiny model correctly on several processes.
+"""
+import contextlib
+import datetime
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as torch_dist
+from torch.nn.parallel import DistributedDataParallel
+
+ENV_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")  # set by torchrun
+
+
+class DistributedConfigError(ValueError):
+    """A launch or batch configuration that cannot work; raised before any training starts."""
+
+
+def report_error(error, environ=None):
+    """Print `error` once (from rank 0, or from a process that cannot tell its rank) to stderr."""
+    rank = (os.environ if environ is None else environ).get("RANK", "0")
+    if not rank.isdigit() or int(rank) == 0:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes: who am I, and the process group
+# ---------------------------------------------------------------------------------------------
+def read_env(environ=None):
+    """torchrun's variables as ints, or None when none is set (a plain single-process run)."""
+    env = os.environ if environ is None else environ
+    present = [k for k in ENV_VARS if env.get(k)]
+    if not present:
+        return None
+    missing = [k for k in ENV_VARS if not env.get(k)]
+    if missing:
+        raise DistributedConfigError(
+            f"incomplete distributed environment: {', '.join(present)} set but {', '.join(missing)} "
+            "missing. Launch with torchrun (it sets all of them), e.g. `torchrun --nproc_per_node=2 "
+            "-m course_utils.translate ...`, or unset them to train in one process.")
+    try:
+        out = {k.lower(): int(env[k]) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
+        out["local_world_size"] = int(env.get("LOCAL_WORLD_SIZE") or out["world_size"])
+    except ValueError:
+        raise DistributedConfigError("RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE and MASTER_PORT "
+                                     f"must be integers, got {[env.get(k) for k in ENV_VARS]}") from None
+    out["master_addr"] = env["MASTER_ADDR"]
+    if out["world_size"] < 1 or not 0 <= out["rank"] < out["world_size"]:
+        raise DistributedConfigError(f"RANK must be in [0, WORLD_SIZE), got RANK={out['rank']}, "
+                                     f"WORLD_SIZE={out['world_size']}")
+    if not 0 <= out["local_rank"] < out["local_world_size"]:
+        raise DistributedConfigError(f"LOCAL_RANK must be in [0, LOCAL_WORLD_SIZE), got "
+                                     f"{out['local_rank']} and {out['local_world_size']}")
+    if not 0 < out["master_port"] < 65536:
+        raise DistributedConfigError(f"MASTER_PORT must be a port in 1..65535, got {out['master_port']}: "
+                                     "give torchrun a free port, e.g. --master_port=29500")
+    return out
+
+
+@dataclass
+class Dist:
+    """This process's place in the job; with world_size 1 every collective is a no-op."""
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+    backend: str = None                # "nccl" | "gloo" | None (no process group)
+
+    @property
+    def is_main(self):
+        """Rank 0: the one process that logs, evaluates and writes files."""
+        return self.rank == 0
+
+    @property
+    def active(self):
+        return self.backend is not None and torch_dist.is_initialized()
+
+    def print(self, *args, **kwargs):
+        if self.is_main:
+            print(*args, **kwargs, flush=True)
+
+    def barrier(self):
+        if self.active:
+            torch_dist.barrier()
+
+    def _reduce(self, values, op):
+        single = not isinstance(values, (list, tuple))
+        if not self.active:
+            return values
+        t = torch.tensor([values] if single else list(values), dtype=torch.float64, device=self.device)
+        torch_dist.all_reduce(t, op=op)
+        out = t.tolist()
+        return out[0] if single else out
+
+    def sum(self, values):
+        """Sum of a number (or a list of numbers) over all processes."""
+        return self._reduce(values, torch_dist.ReduceOp.SUM)
+
+    def max(self, values):
+        """Largest value of a number (or of each number in a list) over all processes."""
+        return self._reduce(values, torch_dist.ReduceOp.MAX)
+
+    def broadcast(self, obj, src=0):
+        """Rank `src`'s Python object (any picklable value), on every rank."""
+        if not self.active:
+            return obj
+        box = [obj]
+        torch_dist.broadcast_object_list(box, src=src, device=self.device)
+        return box[0]
+
+
+def setup(device="auto", timeout_minutes=30, environ=None):
+    """Join the process group torchrun describes (NCCL on GPUs, gloo on CPUs); returns a Dist.
+
+    Without torchrun's variables: one process, no process group, `device` as asked ("auto": a
+    GPU when there is one). With them: the process uses GPU LOCAL_RANK (or the CPU with
+    device="cpu" or no GPU) and init_process_group("env://") meets the others at
+    MASTER_ADDR:MASTER_PORT. `timeout_minutes` bounds a wait for a missing process, and the
+    time rank 0 may spend evaluating while the others wait.
+    """
+    env = read_env(environ)
+    want = str(device)
+    use_cuda = want.startswith("cuda") or (want == "auto" and torch.cuda.is_available())
+    if env is None:
+        return Dist(device=torch.device(("cuda" if use_cuda else "cpu") if want == "auto" else want))
+    if use_cuda:
+        visible = torch.cuda.device_count()
+        if env["local_rank"] >= visible:
+            raise DistributedConfigError(
+                f"process LOCAL_RANK={env['local_rank']} needs GPU {env['local_rank']} but this node "
+                f"has {visible} visible GPU(s): start at most {visible} processes per node "
+                "(--nproc_per_node), or train on CPUs with --device cpu (gloo)")
+        dev, backend = torch.device("cuda", env["local_rank"]), "nccl"
+        torch.cuda.set_device(dev)
+    else:
+        dev, backend = torch.device("cpu"), "gloo"
+    if not torch_dist.is_initialized():
+        try:
+            torch_dist.init_process_group(backend, init_method="env://", rank=env["rank"],
+                                          world_size=env["world_size"],
+                                          timeout=datetime.timedelta(minutes=timeout_minutes))
+        except Exception as error:  # noqa: BLE001 - re-raised with what to check
+            raise RuntimeError(
+                f"rank {env['rank']} could not join the other {env['world_size'] - 1} process(es) at "
+                f"{env['master_addr']}:{env['master_port']} ({backend}): {error}. Check that every node "
+                "was started with the same --nnodes and --rdzv_endpoint=HOST:PORT (HOST = node 0, "
+                "reachable from all nodes, PORT open).") from error
+    return Dist(env["rank"], env["world_size"], env["local_rank"], dev, backend)
+
+
+def cleanup():
+    """Leave the process group, if this process joined one (call once at the end of a run)."""
+    if torch_dist.is_initialized():
+        torch_dist.destroy_process_group()
+
+
+# ---------------------------------------------------------------------------------------------
+# The model: DDP, gradient sync, replicas
+# ---------------------------------------------------------------------------------------------
+def wrap_model(model, dist):
+    """DistributedDataParallel(model) when several processes train, else the model itself.
+
+    DDP copies rank 0's parameters and buffers to every rank, then averages the gradients
+    during backward (all-reduce, in buckets of ~25 MB, overlapping with the backward pass).
+    """
+    if not dist.active:
+        return model
+    device_ids = [dist.device.index] if dist.device.type == "cuda" else None
+    return DistributedDataParallel(model, device_ids=device_ids)
+
+
+def unwrap(model):
+    """The plain module inside DDP (and torch.compile): what to save, decode and evaluate with."""
+    model = getattr(model, "_orig_mod", model)        # torch.compile(model)
+    if isinstance(model, DistributedDataParallel):
+        model = model.module
+    return getattr(model, "_orig_mod", model)         # DDP(torch.compile(model))
+
+
+def sync_gradients(model, sync):
+    """Context for one micro-batch's backward: all-reduce only when `sync` (the last micro-batch).
+
+    The other micro-batches accumulate their gradients locally under DDP's no_sync(); the
+    all-reduce of the last one then averages the whole step's gradients at once.
+    """
+    ddp = getattr(model, "_orig_mod", model)
+    if sync or not isinstance(ddp, DistributedDataParallel):
+        return contextlib.nullcontext()
+    return ddp.no_sync()
+
+
+def replica_max_diff(model, dist):
+    """Largest |parameter - rank 0's parameter| over all ranks (0.0 when replicas are identical)."""
+    flat = torch.cat([p.detach().reshape(-1).float() for p in unwrap(model).parameters()])
+    if not dist.active:
+        return 0.0
+    reference = flat.clone()
+    torch_dist.broadcast(reference, src=0)
+    return dist.max(float((flat - reference).abs().max()))
+
+
+# ---------------------------------------------------------------------------------------------
+# Batch arithmetic: a global batch that does not depend on the number of processes
+# ---------------------------------------------------------------------------------------------
+def accumulation_steps(global_batch, micro_batch, world_size):
+    """Micro-batches per process and optimizer step: global = micro x world_size x accumulation."""
+    if global_batch % (micro_batch * world_size):
+        raise DistributedConfigError(
+            f"global batch {global_batch} is not divisible by micro-batch {micro_batch} x "
+            f"{world_size} processes: choose a global batch that is a multiple of "
+            f"{micro_batch * world_size}, or another micro-batch / number of processes")
+    return global_batch // (micro_batch * world_size)
+
+
+def micro_batch_size(global_batch, world_size, accum_steps):
+    """Per-process micro-batch: global / (world_size x accum_steps), which must divide exactly."""
+    if accum_steps < 1 or global_batch % (world_size * accum_steps):
+        raise DistributedConfigError(
+            f"global batch {global_batch} cannot be split into {world_size} processes x "
+            f"{accum_steps} accumulation steps: choose a global batch that is a multiple of "
+            f"{world_size * max(accum_steps, 1)}, or another number of processes / accumulation steps")
+    return global_batch // (world_size * accum_steps)
+
+
+def check_enough_batches(num_batches, world_size, accum_steps=1, what="the training data"):
+    """Fail early unless every process gets at least one full optimizer step of micro-batches."""
+    need = world_size * accum_steps
+    if num_batches < need:
+        raise DistributedConfigError(
+            f"{what} makes {num_batches} micro-batch(es) per epoch, fewer than one optimizer step "
+            f"needs ({world_size} processes x {accum_steps} accumulation steps = {need}): use fewer "
+            "processes, a smaller micro-batch, or more data")
+
+
+def full_steps(local_batches, num_batches, world_size, accum_steps):
+    """This rank's micro-batches grouped into optimizer steps, full global steps only.
+
+    `num_batches` counts all ranks' micro-batches of the epoch; each optimizer step takes
+    world_size x accum_steps of them, so there are num_batches // (world_size x accum_steps)
+    steps, the same on every rank, each exactly one global batch (the rest waits for the next
+    epoch's shuffle). Rank r's step s holds the global micro-batches
+    (s * accum_steps + j) * world_size + r, j < accum_steps.
+    """
+    n = num_batches // (world_size * accum_steps)
+    return [local_batches[s * accum_steps:(s + 1) * accum_steps] for s in range(n)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoints: written once (rank 0), read by any number of processes
+# ---------------------------------------------------------------------------------------------
+def save_checkpoint(obj, path, dist):
+    """Rank 0 writes `obj` atomically (temporary file + rename); every rank waits for it.
+
+    Put the UNWRAPPED model's state_dict in `obj` (unwrap(model).state_dict(): no "module."
+    prefixes), so that a run on any number of processes, or none, can load it.
+    """
+    path = Path(path)
+    if dist.is_main:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+        os.close(fd)
+        try:
+            torch.save(obj, tmp)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    dist.barrier()
+
+
+def load_checkpoint(path, dist):
+    """The checkpoint at `path` (on the CPU) on every rank, however many processes wrote it.
+
+    Every rank reads the file when it can see it (one node, or a shared file system); when
+    some rank cannot (nodes with their own disks), rank 0 reads it and sends it to all.
+    """
+    some_rank_lacks_it = dist.max(0.0 if Path(path).exists() else 1.0) > 0   # a collective: all ranks
+    if not some_rank_lacks_it or not dist.active:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    obj = torch.load(path, map_location="cpu", weights_only=False) if dist.is_main else None
+    return dist.broadcast(obj)
+
+
+# ---------------------------------------------------------------------------------------------
+# demo: a tiny model that shows (and tests) the whole recipe
+# ---------------------------------------------------------------------------------------------
+def _demo_data(num_sequences, vocab_size, seed):
+    """Variable-length token sequences; the task: predict (token + 1) mod vocab at each position."""
+    gen = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(3, 13, (num_sequences,), generator=gen).tolist()
+    return [torch.randint(1, vocab_size, (n,), generator=gen) for n in lengths]
+
+
+def _demo_batch(seqs, vocab_size):
+    x = torch.nn.utils.rnn.pad_sequence(seqs, batch_first=True, padding_value=0)   # (B, T)
+    y = torch.where(x != 0, x % (vocab_size - 1) + 1, 0)                            # (B, T)
+    return x, y
+
+
+def demo(steps=6, batch_tokens=512, micro_tokens=64, lr=3e-3, seed=0, dist=None,
+         save_at=None, checkpoint=None, resume=None, num_sequences=400):
+    """Train a tiny token model for `steps` optimizer steps on any number of processes.
+
+    Global batch: `batch_tokens` padded tokens per optimizer step = micro_tokens x world_size x
+    accumulation (length-bucketed micro-batches, every rank takes every world_size-th).
+    Returns {"losses": global mean loss per step, "replica_max_diff", "accum_steps", ...}.
+    `checkpoint` + `save_at`: save after that step; `resume`: start from such a checkpoint
+    (written by any number of processes).
+    """
+    from .data.bucketing import BucketBatchSampler
+    dist = dist or Dist()
+    vocab_size, d_model = 24, 16
+    accum = accumulation_steps(batch_tokens, micro_tokens, dist.world_size)
+    torch.manual_seed(seed)                      # same initial weights everywhere (DDP copies them anyway)
+    model = torch.nn.Sequential(torch.nn.Embedding(vocab_size, d_model), torch.nn.Linear(d_model, d_model),
+                                torch.nn.Tanh(), torch.nn.Linear(d_model, vocab_size)).to(dist.device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 3))
+    model = wrap_model(model, dist)
+    step = 0
+    if resume is not None:
+        ckpt = load_checkpoint(resume, dist)
+        unwrap(model).load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        scheduler.load_state_dict(ckpt["scheduler"])
+        step = ckpt["step"]
+    seqs = _demo_data(num_sequences, vocab_size, seed)
+    sampler = BucketBatchSampler([len(s) for s in seqs], max_tokens=micro_tokens, seed=seed,
+                                 num_replicas=dist.world_size, rank=dist.rank)
+    num_batches = len(sampler.batches())          # all ranks' micro-batches of an epoch
+    check_enough_batches(num_batches, dist.world_size, accum, "the demo data")
+    per_epoch = num_batches // (dist.world_size * accum)   # optimizer steps per epoch, any world_size
+    losses = []
+    while step < steps:
+        sampler.set_epoch(step // per_epoch)
+        epoch_steps = full_steps(list(sampler), num_batches, dist.world_size, accum)
+        for step_batches in epoch_steps[step % per_epoch:]:     # (resume: skip the steps done)
+            if step >= steps:
+                break
+            micro = [_demo_batch([seqs[i] for i in idx], vocab_size) for idx in step_batches]
+            tokens = dist.sum(sum(int((y != 0).sum()) for _, y in micro))   # target tokens, global batch
+            loss_sum = 0.0
+            for j, (x, y) in enumerate(micro):
+                x, y = x.to(dist.device), y.to(dist.device)
+                with sync_gradients(model, j == accum - 1):
+                    logits = model(x)                                          # (B, T, V)
+                    loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), y, ignore_index=0,
+                                                             reduction="sum")
+                    (loss * dist.world_size / tokens).backward()   # DDP divides by world_size
+                loss_sum += float(loss.detach())
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            losses.append(dist.sum(loss_sum) / tokens)
+            dist.print(f"step {step}: loss {losses[-1]:.6f}")
+            if checkpoint is not None and step == save_at:
+                save_checkpoint({"model": unwrap(model).state_dict(), "optimizer": optimizer.state_dict(),
+                                 "scheduler": scheduler.state_dict(), "step": step,
+                                 "world_size": dist.world_size}, checkpoint, dist)
+    return {"losses": losses, "replica_max_diff": replica_max_diff(model, dist), "accum_steps": accum,
+            "world_size": dist.world_size, "steps_per_epoch": per_epoch,
+            "parameters": [p.detach().cpu() for p in unwrap(model).parameters()]}
+
+
+def main(argv=None):
+    import argparse
+    import json
+    p = argparse.ArgumentParser(prog="torchrun --nproc_per_node=N -m course_utils.distributed",
+                                description="Check that several processes train one model correctly.")
+    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--batch-tokens", type=int, default=512, help="global batch (padded tokens per step)")
+    p.add_argument("--micro-tokens", type=int, default=64, help="micro-batch per process")
+    p.add_argument("--device", default="cpu", help="cpu (gloo) or auto/cuda (NCCL)")
+    p.add_argument("--checkpoint", help="save a checkpoint here after --save-at steps")
+    p.add_argument("--save-at", type=int)
+    p.add_argument("--resume", help="start from a checkpoint (written by any number of processes)")
+    p.add_argument("--json", help="rank 0 writes the losses and the replica check here")
+    args = p.parse_args(argv)
+    torch.set_num_threads(1)
+    try:
+        dist = setup(args.device)
+        accum = accumulation_steps(args.batch_tokens, args.micro_tokens, dist.world_size)
+        dist.print(f"{dist.world_size} process(es) on {dist.device} (backend {dist.backend or 'none'}): "
+                   f"global batch {args.batch_tokens} tokens = {args.micro_tokens} per micro-batch x "
+                   f"{dist.world_size} process(es) x {accum} accumulation step(s)")
+        out = demo(args.steps, args.batch_tokens, args.micro_tokens, dist=dist, checkpoint=args.checkpoint,
+                   save_at=args.save_at, resume=args.resume)
+    except DistributedConfigError as error:
+        report_error(error)
+        return 2
+    finally:
+        cleanup()
+    dist.print(f"replicas differ by at most {out['replica_max_diff']:.1e} (0 = identical)")
+    if args.json and dist.is_main:
+        Path(args.json).write_text(json.dumps({k: v for k, v in out.items() if k != "parameters"}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,239 @@
+"""Lesson 05 checks: the reference passes, planted mistakes are named, stubs say 'not implemented'."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from course_utils import memory as ref
+from course_utils.checks import ExerciseError, ExerciseNotImplemented
+from course_utils.checks import lesson05 as check
+
+
+def not_implemented(*args):
+    raise NotImplementedError()
+
+
+CHECKS = {
+    check.memory_read: ref.memory_read,
+    check.memory_write: ref.memory_write,
+    check.cosine_similarity: ref.cosine_similarity,
+    check.content_addressing: ref.content_addressing,
+    check.interpolate: ref.interpolate,
+    check.shift: ref.shift,
+    check.sharpen: ref.sharpen,
+    check.head_parameters: ref.head_parameters,
+}
+
+
+@pytest.mark.parametrize("exercise", list(CHECKS), ids=lambda c: c.__name__)
+def test_reference_passes(exercise):
+    assert exercise(CHECKS[exercise]) is True
+
+
+@pytest.mark.parametrize("exercise", list(CHECKS), ids=lambda c: c.__name__)
+def test_not_implemented(exercise):
+    with pytest.raises(ExerciseNotImplemented, match="not implemented yet"):
+        exercise(not_implemented)
+
+
+def test_not_callable():
+    with pytest.raises(ExerciseError, match="expected your function"):
+        check.shift(ref.shift(torch.ones(1, 3) / 3, torch.ones(1, 3) / 3))
+
+
+# ---------------------------------------------------------------- planted mistakes
+def read_unweighted(memory, w):
+    return memory.sum(-2)
+
+
+def read_mean(memory, w):
+    return (w.unsqueeze(-1) * memory).mean(-2)
+
+
+def read_broadcasts(memory, w):
+    return w @ memory  # (B, N) @ (B, N, M) -> (B, B, M)
+
+
+def read_crashes(memory, w):
+    return memory @ w  # (B, N, M) @ (B, N): wrong shapes
+
+
+@pytest.mark.parametrize("fn, match", [
+    (read_unweighted, "without weighting them by w"),
+    (read_mean, "weighted SUM"),
+    (read_broadcasts, "broadcasts the batch"),
+    (read_crashes, "your function raised"),
+])
+def test_memory_read_mistakes(fn, match):
+    with pytest.raises(ExerciseError, match=match):
+        check.memory_read(fn)
+
+
+def write_add_then_erase(memory, w, e, a):
+    W = w.unsqueeze(-1)
+    return (memory + W * a.unsqueeze(-2)) * (1 - W * e.unsqueeze(-2))
+
+
+def write_erase_all(memory, w, e, a):
+    return memory * (1 - e.unsqueeze(-2)) + w.unsqueeze(-1) * a.unsqueeze(-2)
+
+
+def write_no_erase(memory, w, e, a):
+    return memory + w.unsqueeze(-1) * a.unsqueeze(-2)
+
+
+@pytest.mark.parametrize("fn, match", [
+    (write_add_then_erase, "added before erasing"),
+    (write_erase_all, "erase ignores w"),
+    (write_no_erase, "nothing is erased"),
+])
+def test_memory_write_mistakes(fn, match):
+    with pytest.raises(ExerciseError, match=match):
+        check.memory_write(fn)
+
+
+def cosine_no_eps(k, memory):
+    dot = (memory @ k.unsqueeze(-1)).squeeze(-1)
+    return dot / (memory.norm(dim=-1) * k.norm(dim=-1, keepdim=True))
+
+
+def cosine_dot_only(k, memory):
+    return (memory @ k.unsqueeze(-1)).squeeze(-1)
+
+
+def cosine_no_eps_nan_only_zero_memory(k, memory):  # eps added but with an `or` that breaks on zero
+    norms = memory.norm(dim=-1) * k.norm(dim=-1, keepdim=True)
+    return (memory @ k.unsqueeze(-1)).squeeze(-1) / torch.where(norms > 0, norms, torch.zeros_like(norms))
+
+
+@pytest.mark.parametrize("fn, match", [
+    (cosine_no_eps, "zero memory row gives NaN"),
+    (cosine_dot_only, "without dividing by the norms"),
+    (cosine_no_eps_nan_only_zero_memory, "NaN"),
+])
+def test_cosine_mistakes(fn, match):
+    with pytest.raises(ExerciseError, match=match):
+        check.cosine_similarity(fn)
+
+
+def content_without_beta(k, beta, memory):
+    return torch.softmax(ref.cosine_similarity(k, memory), -1)
+
+
+def content_beta_as_temperature(k, beta, memory):
+    return torch.softmax(ref.cosine_similarity(k, memory) / beta, -1)
+
+
+def content_wrong_axis(k, beta, memory):
+    return torch.softmax(beta * ref.cosine_similarity(k, memory), 0)
+
+
+def content_cosine_without_eps(k, beta, memory):
+    return torch.softmax(beta * cosine_no_eps(k, memory), -1)
+
+
+@pytest.mark.parametrize("fn, match", [
+    (content_without_beta, "key strength beta is missing"),
+    (content_cosine_without_eps, "zero memory row gives NaN"),
+    (content_beta_as_temperature, "divided by beta"),
+    (content_wrong_axis, "wrong axis"),
+])
+def test_content_addressing_mistakes(fn, match):
+    with pytest.raises(ExerciseError, match=match):
+        check.content_addressing(fn)
+
+
+def interpolate_reversed(w_c, w_prev, g):
+    return g * w_prev + (1 - g) * w_c
+
+
+def interpolate_no_complement(w_c, w_prev, g):
+    return g * w_c + w_prev
+
+
+def interpolate_ignores_prev(w_c, w_prev, g):
+    return w_c
+
+
+@pytest.mark.parametrize("fn, match", [
+    (interpolate_reversed, "g is reversed"),
+    (interpolate_no_complement, "not multiplied by \\(1 - g\\)"),
+    (interpolate_ignores_prev, "differs"),
+])
+def test_interpolate_mistakes(fn, match):
+    with pytest.raises(ExerciseError, match=match):
+        check.interpolate(fn)
+
+
+def shift_zero_padding(w, s):
+    R = s.shape[-1] // 2
+    N = w.shape[-1]
+    padded = F.pad(w, (R, R))
+    return sum(s[..., R + k:R + k + 1] * padded[..., R - k:R - k + N] for k in range(-R, R + 1))
+
+
+def shift_reversed(w, s):
+    return ref.shift(w, s.flip(-1))
+
+
+def shift_unnormalised_scale(w, s):
+    return ref.shift(w, s) * 2
+
+
+@pytest.mark.parametrize("fn, match", [
+    (shift_zero_padding, "not circular"),
+    (shift_reversed, "wrong way"),
+    (shift_unnormalised_scale, "must still sum to 1"),
+])
+def test_shift_mistakes(fn, match):
+    with pytest.raises(ExerciseError, match=match):
+        check.shift(fn)
+
+
+def sharpen_no_renormalise(w, gamma):
+    return w ** gamma
+
+
+def sharpen_times_gamma(w, gamma):
+    w = w * gamma
+    return w / w.sum(-1, keepdim=True)
+
+
+def sharpen_softmax(w, gamma):  # a different sharpening: not a power
+    return torch.softmax(gamma * w, -1)
+
+
+@pytest.mark.parametrize("fn, match", [
+    (sharpen_no_renormalise, "not renormalised"),
+    (sharpen_times_gamma, "multiplied by gamma"),
+    (sharpen_softmax, "differs"),
+])
+def test_sharpen_mistakes(fn, match):
+    with pytest.raises(ExerciseError, match=match):
+        check.sharpen(fn)
+
+
+def _heads(raw, M, S, beta_fn=F.softplus, g_fn=torch.sigmoid, gamma_fn=lambda x: 1 + F.softplus(x)):
+    k, beta, g, s, gamma = torch.split(raw, [M, 1, 1, S, 1], dim=-1)
+    return k, beta_fn(beta), g_fn(g), torch.softmax(s, -1), gamma_fn(gamma)
+
+
+def heads_gamma_softplus(raw, M, S):
+    return _heads(raw, M, S, gamma_fn=F.softplus)
+
+
+def heads_no_sigmoid(raw, M, S):
+    return _heads(raw, M, S, g_fn=lambda x: x)
+
+
+def heads_beta_raw(raw, M, S):
+    return _heads(raw, M, S, beta_fn=lambda x: x)
+
+
+@pytest.mark.parametrize("fn, match", [
+    (heads_gamma_softplus, "gamma must be >= 1"),
+    (heads_no_sigmoid, "apply a sigmoid"),
+    (heads_beta_raw, "beta must be >= 0"),
+])
+def test_head_parameters_mistakes(fn, match):
+    with pytest.raises(ExerciseError, match=match):
+        check.head_parameters(fn)

@@ -1,0 +1,141 @@
+"""Lesson 06 checks: the reference passes, planted mistakes are named, stubs say 'not implemented'."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from course_utils import pointer as ref
+from course_utils.checks import lesson06 as check
+from course_utils.checks.core import ExerciseError, ExerciseNotImplemented
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny tensors: one thread avoids thread contention on shared CPUs (4 s -> 0.1 s per test)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def not_implemented(*args):
+    raise NotImplementedError()
+
+
+# ---------------------------------------------------------------- pointer scores
+def test_pointer_scores_reference_passes():
+    assert check.pointer_scores(ref.pointer_scores)
+
+
+@pytest.mark.parametrize("wrong, symptom", [
+    (lambda h, s, W_h, W_s, v: (h @ W_h + (s @ W_s).unsqueeze(1)) @ v, "tanh is missing"),
+    (lambda h, s, W_h, W_s, v: ref.pointer_scores(h, s, W_s, W_h, v), "swapped"),
+    (lambda h, s, W_h, W_s, v: torch.tanh(h @ W_h + s @ W_s) @ v, "not broadcast over the positions"),
+    (lambda h, s, W_h, W_s, v: torch.softmax(ref.pointer_scores(h, s, W_h, W_s, v), -1), "before any softmax"),
+    (lambda h, s, W_h, W_s, v: torch.tanh(h @ W_h + (s @ W_s).unsqueeze(1)).sum(-1), "differs"),
+])
+def test_pointer_scores_mistakes(wrong, symptom):
+    with pytest.raises(ExerciseError, match=symptom):
+        check.pointer_scores(wrong)
+
+
+def test_pointer_scores_not_implemented():
+    with pytest.raises(ExerciseNotImplemented, match="not implemented yet"):
+        check.pointer_scores(not_implemented)
+
+
+# ---------------------------------------------------------------- masked softmax
+def test_masked_pointer_softmax_reference_passes():
+    assert check.masked_pointer_softmax(ref.masked_softmax)
+
+
+def _fill_then_softmax(value, dim=-1):
+    def wrong(scores, mask):
+        return torch.softmax(scores.masked_fill(~mask, value), dim=dim)
+    return wrong
+
+
+@pytest.mark.parametrize("wrong, symptom", [
+    (lambda scores, mask: torch.softmax(scores, -1), "chosen positions are not masked"),
+    (_fill_then_softmax(0.0), "with -inf"),
+    (_fill_then_softmax(float("-inf"), dim=0), "wrong axis"),
+    (lambda scores, mask: ref.masked_softmax(scores, ~mask), "inverted"),
+    (lambda scores, mask: torch.softmax(scores, -1) * mask, "after the softmax"),
+    (_fill_then_softmax(float("-inf")), "NaN"),   # right except for fully masked rows
+])
+def test_masked_pointer_softmax_mistakes(wrong, symptom):
+    with pytest.raises(ExerciseError, match=symptom):
+        check.masked_pointer_softmax(wrong)
+
+
+def test_masked_pointer_softmax_not_implemented():
+    with pytest.raises(ExerciseNotImplemented, match="not implemented yet"):
+        check.masked_pointer_softmax(not_implemented)
+
+
+# ---------------------------------------------------------------- one decoding step
+def step_old_state(model, h, state, inp, mask):
+    s, c = model.decoder(inp, state)
+    weights = model.pointer(h, state[0], mask)                  # mistake: the old state
+    j = weights.argmax(-1)
+    return weights, j, mask & ~F.one_hot(j, mask.shape[-1]).bool(), (s, c)
+
+
+def step_mask_not_updated(model, h, state, inp, mask):
+    s, c = model.decoder(inp, state)
+    weights = model.pointer(h, s, mask)
+    return weights, weights.argmax(-1), mask, (s, c)            # mistake: j not masked
+
+
+def step_mask_ignored(model, h, state, inp, mask):
+    s, c = model.decoder(inp, state)
+    weights = model.pointer(h, s)                               # mistake: no mask when pointing
+    j = weights.argmax(-1)
+    return weights, j, mask & ~F.one_hot(j, mask.shape[-1]).bool(), (s, c)
+
+
+def step_returns_old_state(model, h, state, inp, mask):
+    weights, j, new_mask, _ = ref.decode_step(model, h, state, inp, mask)
+    return weights, j, new_mask, state                          # mistake: old state returned
+
+
+def step_argmax_wrong_axis(model, h, state, inp, mask):
+    s, c = model.decoder(inp, state)
+    weights = model.pointer(h, s, mask)
+    j = weights.argmax(0)[: len(weights)] % mask.shape[-1]      # mistake: argmax over the batch
+    return weights, j, mask & ~F.one_hot(j, mask.shape[-1]).bool(), (s, c)
+
+
+def step_not_a_tuple(model, h, state, inp, mask):
+    return ref.decode_step(model, h, state, inp, mask)[0]
+
+
+@pytest.mark.parametrize("wrong, symptom", [
+    (step_old_state, "wrong decoder state"),
+    (step_mask_not_updated, "chosen positions are not masked"),
+    (step_mask_ignored, "mask is not used"),
+    (step_returns_old_state, "returned state is the old one"),
+    (step_argmax_wrong_axis, "argmax"),
+    (step_not_a_tuple, "should return a tuple"),
+])
+def test_decode_step_mistakes(wrong, symptom):
+    with pytest.raises(ExerciseError, match=symptom):
+        check.decode_step(wrong)
+
+
+def test_decode_step_reference_passes():
+    assert check.decode_step(ref.decode_step)
+
+
+def test_decode_step_in_place_mask_update_passes():
+    def in_place(model, h, state, inp, mask):
+        s, c = model.decoder(inp, state)
+        weights = model.pointer(h, s, mask)
+        j = weights.argmax(dim=-1)
+        mask[torch.arange(len(j)), j] = False
+        return weights, j, mask, (s, c)
+    assert check.decode_step(in_place)
+
+
+def test_decode_step_not_implemented():
+    with pytest.raises(ExerciseNotImplemented, match="not implemented yet"):
+        check.decode_step(not_implemented)

@@ -1,0 +1,99 @@
+"""Lesson 07: every check passes the reference and names typical mistakes."""
+import math
+
+import pytest
+import torch
+
+from course_utils import attention as ref
+from course_utils.checks import ExerciseError, ExerciseNotImplemented, lesson07
+
+
+def not_implemented(*args, **kwargs):
+    raise NotImplementedError()
+
+
+def reference_attention(q, k, v, mask=None):
+    return ref.scaled_dot_product_attention(q, k, v, mask, need_weights=True)
+
+
+@pytest.mark.parametrize("check, reference", [
+    (lesson07.scaled_dot_product_attention, reference_attention),
+    (lesson07.causal_mask, ref.causal_mask),
+    (lesson07.padding_mask, ref.padding_mask),
+])
+def test_reference_passes_and_stub_is_not_implemented(check, reference, capsys):
+    assert check(reference) is True
+    assert "✔" in capsys.readouterr().out
+    with pytest.raises(ExerciseNotImplemented, match="not implemented yet"):
+        check(not_implemented)
+
+
+def make_attention(scale=True, dim=-1, invert=False, fill=float("-inf"), guard=True, after=False):
+    def attention(q, k, v, mask=None):
+        scores = q @ k.transpose(-2, -1)
+        if scale:
+            scores = scores / math.sqrt(q.size(-1))
+        if mask is not None:
+            keep = ~mask if invert else mask
+            if after:
+                weights = scores.softmax(dim) * keep
+                return weights @ v, weights
+            if guard:
+                has_key = keep.any(-1, keepdim=True)
+                weights = scores.masked_fill(~(keep | ~has_key), fill).softmax(dim) * has_key
+            else:
+                weights = scores.masked_fill(~keep, fill).softmax(dim)
+        else:
+            weights = scores.softmax(dim)
+        return weights @ v, weights
+    return attention
+
+
+@pytest.mark.parametrize("mistake, symptom", [
+    (make_attention(scale=False), "missing scale"),
+    (make_attention(dim=-2), "wrong axis"),
+    (make_attention(invert=True), "mask is inverted"),
+    (make_attention(after=True), "after the softmax"),
+    (make_attention(fill=0.0), "set to 0"),
+    (make_attention(guard=False), "NaN"),
+    (make_attention(guard=False, fill=-1e9), "uniform weights"),
+    (lambda q, k, v, mask=None: reference_attention(q, k, v, mask)[0], "return two things"),
+    (lambda q, k, v, mask=None: (reference_attention(q, k, k, mask)[0], reference_attention(q, k, v, mask)[1]),
+     "instead of the values"),
+])
+def test_attention_mistakes(mistake, symptom):
+    with pytest.raises(ExerciseError, match=symptom):
+        lesson07.scaled_dot_product_attention(mistake)
+
+
+def test_attention_causality_is_checked():
+    def leaks_future(q, k, v, mask=None):  # applies the mask to the weights only, output uses all keys
+        out, weights = reference_attention(q, k, v, mask)
+        return reference_attention(q, k, v)[0] if mask is not None and mask.dim() == 2 else out, weights
+    with pytest.raises(ExerciseError, match="must not see later positions"):
+        lesson07.scaled_dot_product_attention(leaks_future)
+
+
+@pytest.mark.parametrize("mistake, symptom", [
+    (lambda T: torch.triu(torch.ones(T, T, dtype=torch.bool), 1), "allows the FUTURE"),
+    (lambda T: torch.triu(torch.ones(T, T, dtype=torch.bool)), "transposed"),
+    (lambda T: torch.tril(torch.ones(T, T, dtype=torch.bool), -1), "diagonal is masked"),
+    (lambda T: torch.tril(torch.ones(T, T)), "boolean"),
+    (lambda T: torch.ones(T, T, dtype=torch.bool), "differs"),
+])
+def test_causal_mask_mistakes(mistake, symptom):
+    with pytest.raises(ExerciseError, match=symptom):
+        lesson07.causal_mask(mistake)
+
+
+@pytest.mark.parametrize("mistake, symptom", [
+    (lambda tokens, pad_id: (tokens == pad_id)[:, None, None, :], "inverted"),
+    (lambda tokens, pad_id: tokens != pad_id, r"shape \(B, T\)"),
+    (lambda tokens, pad_id: (tokens != pad_id)[:, None, :, None], "masks QUERIES"),
+    (lambda tokens, pad_id: (tokens != pad_id)[:, None, :], r"shape \(B, 1, T\)"),
+    (lambda tokens, pad_id: (tokens != pad_id).float()[:, None, None, :], "boolean"),
+    (lambda tokens, pad_id: (tokens != 0)[:, None, None, :], "differs"),  # ignores pad_id
+])
+def test_padding_mask_mistakes(mistake, symptom):
+    with pytest.raises(ExerciseError, match=symptom):
+        lesson07.padding_mask(mistake)

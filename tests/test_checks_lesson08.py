@@ -1,0 +1,130 @@
+"""Lesson 08: every check passes the reference and names typical mistakes."""
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+
+from course_utils import attention as ref
+from course_utils.checks import ExerciseError, ExerciseNotImplemented, lesson08
+
+
+def not_implemented(*args, **kwargs):
+    raise NotImplementedError()
+
+
+def make_mha(scale="d_head", split="ok", merge="ok", out_proj=True, dim=-1, use_mask=True, store=True):
+    class MHA(nn.Module):
+        def __init__(self, d_model, num_heads):
+            super().__init__()
+            self.num_heads, self.d_head = num_heads, d_model // num_heads
+            self.w_q, self.w_k = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+            self.w_v, self.w_o = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+            self.attn_weights = None
+
+        def forward(self, query, key, value, mask=None):
+            B, h = query.size(0), self.num_heads
+            q, k, v = self.w_q(query), self.w_k(key), self.w_v(value)
+            if split == "ok":
+                q, k, v = (ref.split_heads(t, h) for t in (q, k, v))
+            else:
+                q, k, v = (t.reshape(B, h, t.size(1), self.d_head) for t in (q, k, v))
+            scores = q @ k.transpose(-2, -1) / math.sqrt({"d_head": self.d_head, "d_model": h * self.d_head,
+                                                          "none": 1}[scale])
+            if mask is not None and use_mask:
+                scores = scores.masked_fill(~mask, float("-inf"))
+            weights = scores.softmax(dim)
+            if store:
+                self.attn_weights = weights
+            out = weights @ v
+            out = ref.merge_heads(out) if merge == "ok" else out.reshape(B, -1, h * self.d_head)
+            return self.w_o(out) if out_proj else out
+    return MHA
+
+
+class Reference(nn.Module):
+    """The exercise's solution written with the reference functions."""
+
+    def __init__(self, d_model, num_heads):
+        super().__init__()
+        self.num_heads = num_heads
+        self.w_q, self.w_k = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+        self.w_v, self.w_o = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+        self.attn_weights = None
+
+    def forward(self, query, key, value, mask=None):
+        q, k, v = (ref.split_heads(f(t), self.num_heads) for f, t in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
+        out, self.attn_weights = ref.scaled_dot_product_attention(q, k, v, mask, need_weights=True)
+        return self.w_o(ref.merge_heads(out))
+
+
+class NotImplementedMHA(Reference):
+    def forward(self, query, key, value, mask=None):
+        raise NotImplementedError()
+
+
+@pytest.mark.parametrize("check, reference, stub", [
+    (lesson08.split_heads, ref.split_heads, not_implemented),
+    (lesson08.merge_heads, ref.merge_heads, not_implemented),
+    (lesson08.multi_head_attention, Reference, NotImplementedMHA),
+    (lesson08.multi_head_attention, make_mha(), NotImplementedMHA),
+    (lesson08.positional_encoding, ref.sinusoidal_positional_encoding, not_implemented),
+])
+def test_reference_passes_and_stub_is_not_implemented(check, reference, stub, capsys):
+    assert check(reference) is True
+    assert "✔" in capsys.readouterr().out
+    with pytest.raises(ExerciseNotImplemented, match="not implemented yet"):
+        check(stub)
+
+
+@pytest.mark.parametrize("mistake, symptom", [
+    (lambda x, h: x.reshape(x.size(0), h, x.size(1), -1), "cut across positions"),
+    (lambda x, h: x.view(x.size(0), x.size(1), -1, h).permute(0, 3, 1, 2), "CONTIGUOUS"),
+    (lambda x, h: x.view(x.size(0), x.size(1), h, -1), "transpose"),
+])
+def test_split_heads_mistakes(mistake, symptom):
+    with pytest.raises(ExerciseError, match=symptom):
+        lesson08.split_heads(mistake)
+
+
+@pytest.mark.parametrize("mistake, symptom", [
+    (lambda x: x.reshape(x.size(0), x.size(2), -1), "merged in the wrong order"),
+    (lambda x: x.permute(0, 2, 3, 1).reshape(x.size(0), x.size(2), -1), "interleaved"),
+    (lambda x: x.transpose(1, 2), "reshape it"),
+])
+def test_merge_heads_mistakes(mistake, symptom):
+    with pytest.raises(ExerciseError, match=symptom):
+        lesson08.merge_heads(mistake)
+
+
+@pytest.mark.parametrize("kwargs, symptom", [
+    (dict(scale="d_model"), "sqrt\\(d_model\\)"),
+    (dict(scale="none"), "missing scale"),
+    (dict(split="view"), "split wrongly"),
+    (dict(merge="reshape"), "merged in the wrong order"),
+    (dict(out_proj=False), "W_O is missing"),
+    (dict(dim=-2), "wrong axis"),
+    (dict(use_mask=False), "mask is ignored"),
+    (dict(store=False), "attn_weights"),
+])
+def test_multi_head_attention_mistakes(kwargs, symptom):
+    with pytest.raises(ExerciseError, match=symptom):
+        lesson08.multi_head_attention(make_mha(**kwargs))
+
+
+def test_multi_head_attention_needs_the_given_layers():
+    class Renamed(Reference):
+        def __init__(self, d_model, num_heads):
+            super().__init__(d_model, num_heads)
+            self.query_proj = self.w_q
+            del self.w_q
+    with pytest.raises(ExerciseError, match="w_q"):
+        lesson08.multi_head_attention(Renamed)
+
+
+@pytest.mark.parametrize("form, symptom", [
+    ("concat", "interleaved"), ("swapped", "swapped"), ("i", "instead of 2i"), ("times", "multiplied"),
+])
+def test_positional_encoding_mistakes(form, symptom):
+    with pytest.raises(ExerciseError, match=symptom):
+        lesson08.positional_encoding(lambda max_len, d_model: lesson08._pe(max_len, d_model, form).float())

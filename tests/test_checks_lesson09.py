@@ -1,0 +1,99 @@
+"""Lesson 09: every check passes the reference and names typical mistakes."""
+import pytest
+import torch
+
+from course_utils import transformer as ref
+from course_utils.checks import ExerciseError, ExerciseNotImplemented, lesson09
+
+
+def layer_class(base, forward):
+    return type("Learner" + base.__name__, (base,), {"forward": forward})
+
+
+def not_implemented(self, *args, **kwargs):
+    raise NotImplementedError()
+
+
+@pytest.mark.parametrize("check, reference, stub", [
+    (lesson09.encoder_layer, ref.EncoderLayer, layer_class(ref.EncoderLayer, not_implemented)),
+    (lesson09.decoder_layer, ref.DecoderLayer, layer_class(ref.DecoderLayer, not_implemented)),
+    (lesson09.transformer_forward, lambda model, src, tgt_in: model(src, tgt_in),
+     lambda model, src, tgt_in: not_implemented(None)),
+    (lesson09.transformer_forward, lesson09._forward, lambda *a: not_implemented(None)),
+])
+def test_reference_passes_and_stub_is_not_implemented(check, reference, stub, capsys):
+    assert check(reference) is True
+    assert "✔" in capsys.readouterr().out
+    with pytest.raises(ExerciseNotImplemented, match="not implemented yet"):
+        check(stub)
+
+
+def encoder_mistake(kind=None, use_mask=True):
+    def forward(self, x, mask=None):
+        return lesson09._encoder_layer(self, x, mask, self.norm_first, kind or "ok", use_mask)
+    return layer_class(ref.EncoderLayer, forward)
+
+
+@pytest.mark.parametrize("mistake, symptom", [
+    (encoder_mistake("no_residual"), "residual connection is missing"),
+    (encoder_mistake("swapped"), "post-norm"),
+    (encoder_mistake(use_mask=False), "padding mask is not passed"),
+    (encoder_mistake("norm_residual"), "normalised x"),
+])
+def test_encoder_layer_mistakes(mistake, symptom):
+    with pytest.raises(ExerciseError, match=symptom):
+        lesson09.encoder_layer(mistake)
+
+
+def test_encoder_layer_with_renamed_parameters_is_told_to_keep_init():
+    class Renamed(ref.EncoderLayer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.attention = self.self_attn
+            del self.self_attn
+    with pytest.raises(ExerciseError, match="keep __init__ as given"):
+        lesson09.encoder_layer(Renamed)
+
+
+def decoder_mistake(kind):
+    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+        return lesson09._decoder_layer(self, x, memory, tgt_mask, memory_mask, self.norm_first, kind)
+    return layer_class(ref.DecoderLayer, forward)
+
+
+@pytest.mark.parametrize("kind, symptom", [
+    ("self_twice", "keys and values from the decoder"),
+    ("no_causal", "causal mask is not applied"),
+    ("no_memory_mask", "source padding mask"),
+    ("no_residual", "residual connection is missing"),
+    ("swapped", "post-norm"),
+    ("norm_residual", "normalised x"),
+])
+def test_decoder_layer_mistakes(kind, symptom):
+    with pytest.raises(ExerciseError, match=symptom):
+        lesson09.decoder_layer(decoder_mistake(kind))
+
+
+def test_decoder_layer_that_peeks_at_the_future_is_rejected():
+    def peeks(self, x, memory, tgt_mask=None, memory_mask=None):  # mixes in the mean over all positions
+        out = ref.DecoderLayer.forward(self, x, memory, tgt_mask, memory_mask)
+        return out + 1e-3 * x.mean(dim=1, keepdim=True)
+    with pytest.raises(ExerciseError, match="differs|causal"):
+        lesson09.decoder_layer(layer_class(ref.DecoderLayer, peeks))
+
+
+@pytest.mark.parametrize("kind, symptom", [
+    ("no_scale", "not scaled"),
+    ("no_pos", "positional encoding is missing"),
+    ("no_causal", "sees the future"),
+    ("no_src_mask", "source padding mask is missing"),
+    ("no_tgt_pad", "target padding mask is missing"),
+])
+def test_transformer_forward_mistakes(kind, symptom):
+    with pytest.raises(ExerciseError, match=symptom):
+        lesson09.transformer_forward(lambda model, src, tgt_in: lesson09._forward(model, src, tgt_in, kind))
+
+
+def test_transformer_forward_wrong_shape():
+    with pytest.raises(ExerciseError, match="shape"):
+        lesson09.transformer_forward(lambda model, src, tgt_in: model(src, tgt_in)[:, -1])

@@ -1,0 +1,287 @@
+"""course_utils.distributed: launch checks, batch arithmetic, DDP on 2 CPU processes (gloo).
+
+The multi-process tests start `torchrun --nproc_per_node=2` on 127.0.0.1 with a free port and
+compare with one process holding the same global batch (accumulating the same micro-batches).
+Tolerance: losses agree to 1e-6 relative in fp32 without dropout (measured: 3e-8 at most on the
+demo, where the all-reduce only changes the order of the additions; on the translate smoke run
+the 2-process and 1-process losses came out identical, difference 0.0), and the two
+replicas are bit-identical (both apply the same all-reduced gradient).
+"""
+import datetime
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as torch_dist
+
+from course_utils import distributed as D
+
+ROOT = Path(__file__).resolve().parents[1]
+RTOL = 1e-6
+TORCHRUN_VARS = D.ENV_VARS + ("LOCAL_WORLD_SIZE", "GROUP_RANK", "TORCHELASTIC_RUN_ID")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def clean_env(**extra):
+    env = {k: v for k, v in os.environ.items() if k not in TORCHRUN_VARS}
+    env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **extra)
+    return env
+
+
+def torchrun(nproc, *args, timeout=180):
+    """`torchrun --nproc_per_node=nproc *args` on 127.0.0.1; returns the CompletedProcess."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", "--nnodes=1",
+           "--master_addr=127.0.0.1", f"--master_port={free_port()}", *map(str, args)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=clean_env(), cwd=ROOT)
+
+
+@pytest.fixture
+def no_torchrun_env(monkeypatch):
+    for key in TORCHRUN_VARS:
+        monkeypatch.delenv(key, raising=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Launch environment
+# ---------------------------------------------------------------------------------------------
+FULL_ENV = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": "29500"}
+
+
+def test_no_torchrun_variables_means_one_process_without_group(no_torchrun_env):
+    assert D.read_env({}) is None
+    dist = D.setup("cpu")
+    assert (dist.rank, dist.world_size, dist.backend, dist.is_main) == (0, 1, None, True)
+    assert dist.sum([1.0, 2.0]) == [1.0, 2.0] and dist.broadcast("x") == "x"
+    model = torch.nn.Linear(2, 2)
+    assert D.wrap_model(model, dist) is model and D.replica_max_diff(model, dist) == 0.0
+
+
+def test_full_torchrun_environment_is_read():
+    env = D.read_env(FULL_ENV)
+    assert (env["rank"], env["world_size"], env["local_rank"], env["master_port"]) == (1, 2, 1, 29500)
+
+
+@pytest.mark.parametrize("drop", ["MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE"])
+def test_partial_environment_names_what_is_missing(drop):
+    env = {k: v for k, v in FULL_ENV.items() if k != drop}
+    with pytest.raises(D.DistributedConfigError, match=f"incomplete distributed environment.*{drop} missing"):
+        D.read_env(env)
+
+
+@pytest.mark.parametrize("change, words", [({"RANK": "2"}, "RANK must be in"),
+                                           ({"MASTER_PORT": "0"}, "MASTER_PORT must be a port"),
+                                           ({"WORLD_SIZE": "two"}, "must be integers"),
+                                           ({"LOCAL_RANK": "3", "LOCAL_WORLD_SIZE": "2"}, "LOCAL_RANK must be")])
+def test_impossible_environment_is_refused(change, words):
+    with pytest.raises(D.DistributedConfigError, match=words):
+        D.read_env({**FULL_ENV, **change})
+
+
+def test_more_processes_than_gpus_is_refused():
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without GPUs")
+    with pytest.raises(D.DistributedConfigError, match="visible GPU"):
+        D.setup("cuda", environ=FULL_ENV)
+
+
+# ---------------------------------------------------------------------------------------------
+# Batch arithmetic
+# ---------------------------------------------------------------------------------------------
+def test_global_batch_is_split_exactly_or_refused():
+    assert D.accumulation_steps(512, 64, 2) == 4
+    assert D.accumulation_steps(512, 64, 8) == 1
+    assert D.micro_batch_size(8192, 4, 2) == 1024
+    with pytest.raises(D.DistributedConfigError, match="not divisible by micro-batch 64 x 3 processes"):
+        D.accumulation_steps(512, 64, 3)
+    with pytest.raises(D.DistributedConfigError, match="cannot be split into 3 processes x 1"):
+        D.micro_batch_size(1000, 3, 1)
+
+
+def test_more_processes_than_data_is_refused():
+    D.check_enough_batches(8, 4, 2)
+    with pytest.raises(D.DistributedConfigError, match="fewer than one optimizer step"):
+        D.check_enough_batches(3, 4, 1)
+
+
+def test_bucketed_batches_are_shared_out_evenly():
+    """Every rank builds the same bucketed list and takes every world_size-th batch."""
+    from course_utils.data.bucketing import BucketBatchSampler
+    lengths = torch.randint(3, 40, (300,), generator=torch.Generator().manual_seed(0)).tolist()
+    make = lambda rank, n: BucketBatchSampler(lengths, max_tokens=128, seed=1, num_replicas=n, rank=rank)
+    everything = make(0, 1).batches()
+    shards = [list(make(r, 3)) for r in range(3)]
+    assert len({len(s) for s in shards}) == 1, "ranks got different numbers of batches: one would hang"
+    for r, shard in enumerate(shards):
+        assert shard[: len(everything[r::3])] == everything[r::3]
+
+
+# ---------------------------------------------------------------------------------------------
+# DDP in this process (a group of one): wrapping, no_sync, checkpoints without "module."
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture
+def group_of_one(no_torchrun_env):
+    store = torch_dist.TCPStore("127.0.0.1", free_port(), 1, is_master=True,
+                                timeout=datetime.timedelta(seconds=30))
+    torch_dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    yield D.Dist(0, 1, 0, torch.device("cpu"), "gloo")
+    D.cleanup()
+
+
+def test_checkpoint_holds_the_unwrapped_model(group_of_one, tmp_path):
+    dist = group_of_one
+    model = D.wrap_model(torch.nn.Linear(3, 2), dist)
+    assert isinstance(model, torch.nn.parallel.DistributedDataParallel)
+    with D.sync_gradients(model, sync=False):
+        model(torch.ones(1, 3)).sum().backward()
+    D.save_checkpoint({"model": D.unwrap(model).state_dict(), "step": 7}, tmp_path / "c.pt", dist)
+    ckpt = D.load_checkpoint(tmp_path / "c.pt", dist)
+    assert sorted(ckpt["model"]) == ["bias", "weight"], "keys must not start with 'module.'"
+    torch.nn.Linear(3, 2).load_state_dict(ckpt["model"])      # loads into a plain model
+    assert ckpt["step"] == 7 and not list(tmp_path.glob(".c.pt.*")), "no temporary file left"
+
+
+# ---------------------------------------------------------------------------------------------
+# Two processes (torchrun, gloo) against one process with the same global batch
+# ---------------------------------------------------------------------------------------------
+# The demo of `python -m course_utils.distributed` (a tiny model, ~20 s more): RUN_SLOW=1.
+STEPS, SAVE_AT = 6, 3
+
+
+@pytest.fixture(scope="module")
+def two_processes(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ddp")
+    result = torchrun(2, "-m", "course_utils.distributed", "--steps", STEPS, "--batch-tokens", 512,
+                      "--micro-tokens", 64, "--json", out / "run.json", "--checkpoint", out / "ckpt.pt",
+                      "--save-at", SAVE_AT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return json.loads((out / "run.json").read_text()), out / "ckpt.pt", result.stdout
+
+
+@pytest.fixture(scope="module")
+def one_process():
+    torch.set_num_threads(1)
+    return D.demo(STEPS, batch_tokens=512, micro_tokens=64)
+
+
+@pytest.mark.slow   # the translate tests below cover the same in CI
+def test_two_processes_train_with_identical_replicas(two_processes):
+    run, _, stdout = two_processes
+    assert run["world_size"] == 2 and run["accum_steps"] == 4      # 512 = 64 x 2 processes x 4
+    assert len(run["losses"]) == STEPS and run["losses"][-1] < run["losses"][0]
+    assert run["replica_max_diff"] == 0.0, "the two replicas hold different parameters"
+    assert stdout.count("step 1: loss") == 1, "only rank 0 may log"
+
+
+@pytest.mark.slow   # the translate tests below cover the same in CI
+def test_two_processes_match_one_process_with_the_same_global_batch(two_processes, one_process):
+    run, _, _ = two_processes
+    assert one_process["accum_steps"] == 8                            # 512 = 64 x 1 process x 8
+    torch.testing.assert_close(torch.tensor(run["losses"]), torch.tensor(one_process["losses"]),
+                               rtol=RTOL, atol=0.0)
+
+
+@pytest.mark.slow   # the translate tests below cover the same in CI
+def test_checkpoint_of_two_processes_resumes_on_one(two_processes, one_process):
+    _, ckpt, _ = two_processes
+    resumed = D.demo(STEPS, batch_tokens=512, micro_tokens=64, resume=ckpt)
+    torch.testing.assert_close(torch.tensor(resumed["losses"]), torch.tensor(one_process["losses"][SAVE_AT:]),
+                               rtol=RTOL, atol=0.0)
+    for p, q in zip(resumed["parameters"], one_process["parameters"]):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+
+
+def test_impossible_configuration_stops_with_one_clear_error(no_torchrun_env, capsys):
+    assert D.main(["--batch-tokens", "500", "--micro-tokens", "64"]) == 2
+    assert capsys.readouterr().err.strip().startswith("error: global batch 500 is not divisible")
+
+
+def test_full_steps_cover_each_global_batch_once():
+    everything = list(range(11))                                   # 11 micro-batches, ids = positions
+    for world_size, accum in [(1, 4), (2, 2), (4, 1)]:
+        shards = [D.full_steps(everything[r::world_size], 11, world_size, accum) for r in range(world_size)]
+        assert {len(s) for s in shards} == {2}, "every rank must take the same number of steps"
+        for s in range(2):
+            step = sorted(b for shard in shards for b in shard[s])
+            assert step == list(range(4 * s, 4 * s + 4)), (world_size, accum, step)
+
+
+# ---------------------------------------------------------------------------------------------
+# The lesson-10 pipeline: `torchrun --nproc_per_node=2 -m course_utils.translate --preset smoke`
+# ---------------------------------------------------------------------------------------------
+# fp32 (--amp off) and no dropout, so that one process can reproduce the run exactly; a short run.
+SMOKE = ["--preset", "smoke", "--amp", "off", "--dropout", "0", "--epochs", "2", "--max-eval-pairs", "6",
+         "--beam-size", "2", "--no-progress"]
+
+
+def smoke_history(out):
+    return json.loads((out / "history.json").read_text()), json.loads((out / "report.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def translate_runs(tmp_path_factory):
+    """Two processes x 1 micro-batch of 512 tokens, and one process x 2 micro-batches of 512."""
+    from course_utils import translate as tr
+    two, one = tmp_path_factory.mktemp("smoke2"), tmp_path_factory.mktemp("smoke1")
+    result = torchrun(2, "-m", "course_utils.translate", *SMOKE, "--out", two, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    torch.set_num_threads(1)
+    assert tr.main([*SMOKE, "--out", str(one), "--accum-steps", "2"]) == 0
+    return two, one, result.stdout
+
+
+def test_translate_on_two_processes_matches_one_process(translate_runs):
+    two, one, stdout = translate_runs
+    (h2, r2), (h1, r1) = smoke_history(two), smoke_history(one)
+    assert (r2["world_size"], r2["accum_steps"], r2["micro_batch_tokens"]) == (2, 1, 512)
+    assert (r1["world_size"], r1["accum_steps"], r1["micro_batch_tokens"]) == (1, 2, 512)
+    assert r2["replica_max_diff"] == 0.0, "the two replicas hold different parameters"
+    assert h2["step"] == h1["step"] and len(h2["step"]) >= 5
+    for key in ("step_loss", "train_loss", "val_loss"):
+        torch.testing.assert_close(torch.tensor(h2[key]), torch.tensor(h1[key]), rtol=RTOL, atol=0.0)
+    assert stdout.count("epoch 1: train loss") == 1, "only rank 0 may log"
+    assert "global batch 1024 tokens = 512 per micro-batch x 2 process(es) x 1 accumulation" in stdout
+
+
+def test_translate_checkpoint_of_two_processes_resumes_on_one(translate_runs):
+    from course_utils import translate as tr
+    two, one, _ = translate_runs
+    cfg = tr.make_config("smoke", amp="off", dropout=0.0, epochs=3, max_eval_pairs=6, accum_steps=2)
+    runs = [tr.train(cfg, out, resume=True, show_progress=False, log=lambda *a: None)[2] for out in (two, one)]
+    assert runs[0]["epoch"] == [1, 2, 3]
+    torch.testing.assert_close(torch.tensor(runs[0]["step_loss"]), torch.tensor(runs[1]["step_loss"]),
+                               rtol=RTOL, atol=0.0)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--batch-tokens", "1000", "--accum-steps", "3"], "global batch 1000 cannot be split into 1 processes x 3"),
+    (["--micro-batch-tokens", "300"], "global batch 1024 is not divisible by micro-batch 300"),
+    (["--batch-tokens", "1024", "--accum-steps", "16"], "cannot hold the longest sentence"),
+    (["--max-train-pairs", "3", "--accum-steps", "2"], "fewer than one optimizer step"),
+])
+def test_translate_impossible_configuration_stops_before_training(args, words, tmp_path, capsys,
+                                                                  no_torchrun_env):
+    from course_utils import translate as tr
+    assert tr.main(["--preset", "smoke", "--out", str(tmp_path), "--no-progress", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and words in err and err.count("\n") == 1
+    assert not (tmp_path / "checkpoint.pt").exists()
+
+
+def test_translate_refuses_a_partial_torchrun_environment(tmp_path, capsys, no_torchrun_env, monkeypatch):
+    from course_utils import translate as tr
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert tr.main(["--preset", "smoke", "--out", str(tmp_path), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "incomplete distributed environment" in err and "LOCAL_RANK, MASTER_ADDR, MASTER_PORT missing" in err

@@ -1,0 +1,96 @@
+"""course_utils.recurrent and training: shapes, padding, teacher forcing = step by step, learning."""
+import numpy as np
+import pytest
+import torch
+
+from course_utils import recurrent as R
+from course_utils.data import sequences as D
+from course_utils.scores import DotScore
+from course_utils.training import smooth, train
+
+V = 13
+
+
+def batch(seed=0):
+    task = D.make_reverse_task(num_train=8, test_per_length=1, min_len=2, max_len=6, seed=seed)
+    return D.collate(task.train)
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_encoder_ignores_padding(bidirectional):
+    torch.manual_seed(0)
+    encoder = R.Encoder(V, 5, 8, bidirectional=bidirectional)
+    b = batch()
+    h, s = encoder(b.src, b.lengths)
+    assert h.shape == (8, b.src.shape[1], encoder.d_out) and s.shape == (8, encoder.d_out)
+    for i in range(8):                        # the same as running each sequence alone
+        n = int(b.lengths[i])
+        h1, s1 = encoder(b.src[i:i + 1, :n], b.lengths[i:i + 1])
+        assert torch.allclose(h[i, :n], h1[0], atol=1e-5) and torch.allclose(s[i], s1[0], atol=1e-5)
+        assert torch.all(h[i, n:] == 0)
+
+
+@pytest.mark.parametrize("make", [lambda: R.Seq2Seq(V, 8, 16), lambda: R.AttentionSeq2Seq(V, 8, 16, 8),
+                                  lambda: R.AttentionSeq2Seq(V, 8, 16, score=DotScore())])
+def test_teacher_forcing_equals_step_by_step(make):
+    torch.manual_seed(0)
+    model, b = make(), batch()
+    logits = model(b.src, b.lengths, b.tgt_in)
+    assert logits.shape == (*b.tgt_in.shape, V)
+    h, s, mask = model.encode(b.src, b.lengths)
+    for t in range(b.tgt_in.shape[1]):
+        step, s = model.step(b.tgt_in[:, t], s, h, mask)
+        assert torch.allclose(step, logits[:, t], atol=1e-5)
+
+
+def test_attention_weights_are_kept_and_masked():
+    torch.manual_seed(0)
+    model, b = R.AttentionSeq2Seq(V, 8, 16, 8), batch()
+    model(b.src, b.lengths, b.tgt_in)
+    w = model.decoder.attn_weights
+    assert w.shape == (8, b.tgt_in.shape[1], b.src.shape[1])
+    assert torch.allclose(w.sum(-1), torch.ones(8, b.tgt_in.shape[1]), atol=1e-5)
+    assert torch.all(w.masked_select(~(b.src != 0)[:, None, :].expand_as(w)) == 0)
+    tokens, weights = R.greedy_decode(model, b.src, b.lengths, max_len=5)
+    assert tokens.shape == (8, 5) and weights.shape == (8, 5, b.src.shape[1])
+
+
+def test_sequence_loss_ignores_padding():
+    logits = torch.randn(2, 3, V)
+    tgt = torch.tensor([[4, 5, 2], [6, 2, 0]])
+    per = torch.nn.functional.cross_entropy(logits.transpose(1, 2), tgt, reduction="none")
+    assert torch.isclose(R.sequence_loss(logits, tgt), per.flatten()[:5].mean())
+
+
+def test_token_accuracy():
+    assert R.token_accuracy([3, 4, 5], [3, 4, 6]) == pytest.approx(2 / 3)
+    assert R.token_accuracy([3], [3, 4]) == 0.5
+
+
+def test_training_lowers_the_loss_and_accuracy_by_length():
+    torch.manual_seed(0)
+    task = D.make_reverse_task(num_train=256, test_per_length=4, min_len=2, max_len=4, num_tokens=4)
+    model = R.Seq2Seq(len(task.vocab), 8, 16)
+    history = train(model, D.BatchLoader(task.train, 64), R.seq2seq_loss, 30, lr=2e-2, progress=False)
+    assert len(history) == 30 and np.mean(history[-5:]) < np.mean(history[:5])
+    accuracy = R.accuracy_by_length(model, task.test)
+    assert list(accuracy) == [2, 3, 4] and all(0 <= a <= 1 for a in accuracy.values())
+
+
+@pytest.mark.slow
+def test_attention_learns_short_reversal():
+    torch.manual_seed(0)
+    task = D.make_reverse_task(num_train=2000, test_per_length=20, min_len=2, max_len=4, num_tokens=4)
+    model = R.AttentionSeq2Seq(len(task.vocab), 16, 32, 16)
+    train(model, D.BatchLoader(task.train, 64), R.seq2seq_loss, 150, lr=1e-2, progress=False)
+    assert min(R.accuracy_by_length(model, task.test).values()) > 0.8
+
+
+def test_train_cycles_data_and_smooth():
+    model = torch.nn.Linear(2, 1)
+    data = [torch.randn(4, 2) for _ in range(3)]
+    history = train(model, data, lambda m, x: (m(x) ** 2).mean(), 7, progress=False)
+    assert len(history) == 7
+    assert np.allclose(smooth([1, 2, 3, 4], window=2), [1, 1.5, 2.5, 3.5])
+    with pytest.raises(ValueError, match="without any batch"):
+        train(model, [], lambda m, x: x, 1, progress=False)
