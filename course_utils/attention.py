@@ -26,7 +26,8 @@ __all__ = ["scaled_dot_product_attention", "attention_weights", "causal_mask", "
            "PositionalEncoding", "LearnedPositionalEncoding"]
 
 _TORCH_VERSION = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
-# From torch 2.5 on, the CPU kernels return zeros (and finite gradients) for fully masked rows.
+# From torch 2.5 on, the CPU kernels return zeros (and finite gradients) for fully masked rows
+# (the "safe softmax" change, see pytorch/pytorch#141128; checked here on 2.13). Elsewhere we guard.
 _CPU_SDPA_HANDLES_EMPTY_ROWS = _TORCH_VERSION >= (2, 5)
 
 

@@ -21,17 +21,14 @@ from typing import List, NamedTuple
 import torch
 import torch.nn.functional as F
 
+from .attention import padding_mask
+
 
 class Hypothesis(NamedTuple):
     tokens: List[int]      # generated ids, without <bos> and <eos>
     score: float           # log_prob / lp(length): what hypotheses are ranked by
     log_prob: float        # sum of log-probabilities, <eos> included
     length: int            # generated tokens, <eos> included
-
-
-def padding_mask(tokens, pad_id):
-    """(B, 1, 1, T) bool mask, True at real tokens (same as course_utils.attention.padding_mask)."""
-    return (tokens != pad_id)[:, None, None, :]
 
 
 def default_max_len(src, pad_id, a=1.5, b=10):

@@ -157,13 +157,14 @@ class NTM(nn.Module):
     """The NTM cell unrolled over a sequence: x (B, T, input_size) -> logits (B, T, output_size).
 
     After a forward pass, `self.read_weights` and `self.write_weights` hold the heads'
-    weightings over memory rows, (B, T, N) each, for plots.
+    weightings over memory rows, (B, T, N) each, for plots (`self.attn_weights`: both, (B, T, 2, N)),
+    and `self.memory` the final memory (B, N, M).
     """
 
     def __init__(self, input_size, output_size, controller_size=100, N=128, M=20, num_shifts=3):
         super().__init__()
         self.cell = NTMCell(input_size, output_size, controller_size, N, M, num_shifts)
-        self.read_weights = self.write_weights = None
+        self.attn_weights = self.read_weights = self.write_weights = self.memory = None
 
     def forward(self, x):
         if x.dim() != 3 or x.shape[-1] != self.cell.controller.input_size - self.cell.M:
@@ -176,6 +177,7 @@ class NTM(nn.Module):
             logits.append(y)
             weights.append(w.detach())
         weights = torch.stack(weights, dim=1)                      # (B, T, 2, N)
+        self.attn_weights = weights                                # heads: 0 = read, 1 = write
         self.read_weights, self.write_weights = weights[:, :, 0], weights[:, :, 1]
         self.memory = state[3].detach()
         return torch.stack(logits, dim=1)                          # (B, T, output_size)

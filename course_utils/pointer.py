@@ -13,12 +13,13 @@ are masked (mask True = may be chosen, False = already taken), so the output is 
     log_probs, pointers = model(x, targets=y)   # teacher forcing: (B, T, T), (B, T)
     pointers = model.greedy(x)                  # greedy decoding: (B, T)
 
-Self-contained on purpose (its own small additive scorer and masked softmax), so that this lesson
-does not depend on the modules of other lessons.
+It has its own small additive scorer (the lesson's exercise) and reuses lesson 03's `masked_softmax`.
 """
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from .scores import masked_softmax  # the lesson-03 reference: True = may be chosen, fully masked rows -> 0
 
 
 def _check_mask(mask, scores):
@@ -29,20 +30,6 @@ def _check_mask(mask, scores):
                         f"{getattr(mask, 'dtype', type(mask).__name__)}")
     if mask.shape != scores.shape:
         raise ValueError(f"mask has shape {tuple(mask.shape)}, expected the scores' shape {tuple(scores.shape)}")
-
-
-def masked_softmax(scores, mask=None, dim=-1):
-    """Softmax over `dim` where mask is True; masked entries get weight exactly 0.
-
-    scores: (..., T) float; mask: bool of the same shape, True = may be chosen. A row in which
-    every position is masked gives all-zero weights (not NaN).
-    """
-    _check_mask(mask, scores)
-    if mask is None:
-        return torch.softmax(scores, dim=dim)
-    scores = scores.masked_fill(~mask, float("-inf"))          # -inf -> exp(-inf) = 0
-    weights = torch.softmax(scores, dim=dim)
-    return weights.masked_fill(~mask.any(dim=dim, keepdim=True), 0.0)   # fully masked rows: 0, not NaN
 
 
 def masked_log_softmax(scores, mask=None, dim=-1):

@@ -23,6 +23,17 @@ from .data.sequences import BOS_ID, EOS_ID, PAD_ID, by_length, collate
 from .scores import AdditiveAttention, Attention
 
 
+def _check_tokens(src, lengths):
+    if src.dim() != 2 or src.dtype != torch.long:
+        raise TypeError(f"src must be a LongTensor of token ids of shape (B, S), got {src.dtype} "
+                        f"of shape {tuple(src.shape)}")
+    if lengths.shape != (src.shape[0],):
+        raise ValueError(f"lengths must have shape ({src.shape[0]},), one per sequence, got {tuple(lengths.shape)}")
+    if len(lengths) and (int(lengths.min()) < 1 or int(lengths.max()) > src.shape[1]):
+        raise ValueError(f"lengths must lie in 1..{src.shape[1]} (the padded length), got "
+                         f"{int(lengths.min())}..{int(lengths.max())}")
+
+
 class Encoder(nn.Module):
     """Embedding + GRU; bidirectional=True concatenates the forward and backward states."""
 
@@ -34,6 +45,7 @@ class Encoder(nn.Module):
 
     def forward(self, src, lengths):
         """src (B, S), lengths (B,) -> h (B, S, d_out) (zeros at padding), final state (B, d_out)."""
+        _check_tokens(src, lengths)
         x = self.embedding(src)                                            # (B, S, d_emb)
         packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
         out, h_n = self.gru(packed)                                        # h_n (dirs, B, d_hidden)
@@ -141,6 +153,9 @@ class AttentionSeq2Seq(nn.Module):
 
 def sequence_loss(logits, tgt_out, pad_id=PAD_ID):
     """Mean cross-entropy over the real target tokens: logits (B, T, V), tgt_out (B, T); pads ignored."""
+    if logits.shape[:-1] != tgt_out.shape:
+        raise ValueError(f"logits {tuple(logits.shape)} and targets {tuple(tgt_out.shape)} do not match: "
+                         "expected logits (B, T, V) and targets (B, T)")
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1), ignore_index=pad_id)
 
 

@@ -207,9 +207,12 @@ class AdditiveAttention(Attention):
 
 # --- local attention (Luong's local-p) ---------------------------------------------------------
 
-def predicted_position(s, W_p, v_p, lengths):
-    """p_t = S * sigmoid(v_p^T tanh(W_p s)) in [0, S], S the source length; s (B, d_s) -> (B,)."""
-    return lengths.to(s.dtype) * torch.sigmoid(torch.tanh(s @ W_p.T) @ v_p)
+def predicted_position(s, W_p, v_p, S):
+    """p_t = S * sigmoid(v_p^T tanh(W_p s)) in [0, S]: s (B, d_s), S (B,) -> (B,).
+
+    Luong et al. take S = the source length; with positions counted from 0, S = length - 1
+    keeps p_t on the sentence."""
+    return S.to(s.dtype) * torch.sigmoid(torch.tanh(s @ W_p.T) @ v_p)
 
 
 def local_p_weights(scores, mask, p, D):

@@ -12,7 +12,7 @@ Every block is causal (the output at step t depends on inputs 0..t only) and bat
 *concatenates* its new features to its input, as in the paper, so the width grows block by block.
 The task `make_next_token_batch` asks "what came after q?": "s_1 ... s_n q" -> the symbol that
 followed q. Attention finds q's earlier occurrence by content; telling which symbol came *right after*
-it needs a sense of order, which a convolution has and attention does not.
+it needs a sense of order, which a convolution has built in and causal attention only indirectly.
 """
 import math
 

@@ -61,6 +61,7 @@ def _fill_then_softmax(value, dim=-1):
     (lambda scores, mask: ref.masked_softmax(scores, ~mask), "inverted"),
     (lambda scores, mask: torch.softmax(scores, -1) * mask, "after the softmax"),
     (_fill_then_softmax(float("-inf")), "NaN"),   # right except for fully masked rows
+    (_fill_then_softmax(-1e9), "equal weights"),  # right except for fully masked rows
 ])
 def test_masked_pointer_softmax_mistakes(wrong, symptom):
     with pytest.raises(ExerciseError, match=symptom):

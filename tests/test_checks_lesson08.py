@@ -2,7 +2,6 @@
 import math
 
 import pytest
-import torch
 import torch.nn as nn
 
 from course_utils import attention as ref

@@ -1,6 +1,5 @@
 """Lesson 09: every check passes the reference and names typical mistakes."""
 import pytest
-import torch
 
 from course_utils import transformer as ref
 from course_utils.checks import ExerciseError, ExerciseNotImplemented, lesson09

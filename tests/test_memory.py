@@ -118,6 +118,7 @@ def test_ntm_shapes_weights_and_gradients(one_thread):
     logits = model(x)
     assert logits.shape == (3, 9, 8)
     assert model.read_weights.shape == (3, 9, 12) and model.write_weights.shape == (3, 9, 12)
+    assert model.attn_weights.shape == (3, 9, 2, 12) and model.memory.shape == (3, 12, 6)
     assert torch.allclose(model.read_weights.sum(-1), torch.ones(3, 9), atol=1e-5)
     cost = ntm.bits_per_sequence(output_steps(logits, 4), y)
     cost.backward()
@@ -169,3 +170,25 @@ def test_copy_task_lengths():
     assert lengths == {2, 3, 4, 5}
     a, b = CopyTask(1, 20, seed=7), CopyTask(1, 20, seed=7)
     assert all(torch.equal(next(a)[0], next(b)[0]) for _ in range(3))
+
+
+@pytest.mark.slow
+def test_ntm_learns_the_copy_task(one_thread):
+    """The lesson's full-mode run: lengths 1-20, batches of 16, Adam 3e-3 (about 30 s of CPU)."""
+    torch.manual_seed(0)
+    model = ntm.NTM(9, 8, controller_size=100, N=64, M=20)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    task = CopyTask(1, 20, batch_size=16, seed=0)
+    costs = []
+    while len(costs) * 16 < 30_000 and not (len(costs) >= 32 and np.mean(costs[-32:]) < 0.1):
+        x, y, length = next(task)
+        cost = ntm.bits_per_sequence(output_steps(model(x), length), y)
+        opt.zero_grad()
+        cost.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
+        opt.step()
+        costs.append(cost.item())
+    assert np.mean(costs[-32:]) < 0.1, f"not learned after {16 * len(costs)} sequences"
+    with torch.no_grad():
+        x, y = copy_batch(16, 30, seed=3)  # longer than any training sequence
+        assert ((output_steps(model(x), 30) > 0).float() != y).float().mean() < 0.01

@@ -103,3 +103,11 @@ def test_learner_notebook_runs_except_open_exercises(path, tmp_path):
             where = f"{path.name}, cell {i}:\n{cell.source[:300]}\n-> {error.ename}: {error.evalue}"
             assert i >= first, f"a cell before the first exercise failed: {where}"
             assert error.ename in ALLOWED_ERRORS, f"a learner notebook failed with something else than NotImplementedError: {where}"
+
+
+def test_readme_links_every_lesson_with_the_one_repository_address():
+    readme = (ROOT / "README.md").read_text()
+    repo = build_notebooks.repository().replace("https://github.com/", "")
+    for path in LEARNER:
+        assert f"colab.research.google.com/github/{repo}/blob/main/notebooks/{path.name}" in readme, \
+            f"README has no Colab badge for {path.name} with the repository of pyproject.toml"

@@ -133,14 +133,14 @@ def test_a_small_network_learns_to_sort_five_numbers():
     torch.manual_seed(0)
     data = SortingData(seed=0, train_lengths=(5,))
     model = PointerNetwork(d_model=32)
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    for x, y in data.train_batches(150, batch_size=64):
+    optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
+    for x, y in data.train_batches(60, batch_size=64):     # reaches about 97% in ~2 s
         loss = model.loss(x, y)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
     per_position, _ = evaluate(model, *data.test_set(5, 200))
-    assert per_position > 0.7
+    assert per_position > 0.85
 
 
 # ---------------------------------------------------------------- sorting data

@@ -93,9 +93,8 @@ def test_snail_shapes_and_causality(use_tc):
         model(tokens.float())
 
 
-def test_attention_alone_ignores_order_without_a_mask_but_snail_does_not():
-    """Without TC blocks, the last output depends on the *set* of earlier tokens only up to the causal
-    mask's counting; with TC blocks, swapping two adjacent earlier tokens changes it."""
+def test_snail_outputs_depend_on_the_order_of_earlier_tokens():
+    """Swapping two adjacent early tokens changes every later output (the TC blocks see order)."""
     torch.manual_seed(6)
     model = SNAIL(vocab_size=12, num_classes=5, seq_len=6, d_model=8, d_key=4, d_value=4, filters=4)
     tokens = torch.tensor([[1, 2, 3, 4, 5, 6]])

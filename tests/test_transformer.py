@@ -1,4 +1,6 @@
 """The reference Transformer: layers equal torch's, masks do what they promise, it learns a toy task."""
+import warnings
+
 import pytest
 import torch
 import torch.nn as nn
@@ -181,3 +183,46 @@ def test_learns_copy_task_and_greedy_decodes():
     assert hyp.shape == (16, T + 2) and torch.all(hyp[:, 0] == BOS)
     assert (hyp[:, 1:T + 1] == body).float().mean() > 0.9
     assert model.training  # restored
+
+
+def test_whole_model_equals_torch_transformer_with_copied_weights():
+    """Pre-norm: the same layers and final norms as torch.nn.Transformer, same embeddings around it."""
+    model = small_model(norm_first=True)
+    with warnings.catch_warnings():  # torch notes that pre-norm layers cannot use nested tensors
+        warnings.simplefilter("ignore", UserWarning)
+        ref = nn.Transformer(D, H, 2, 2, FF, dropout=0.0, batch_first=True, norm_first=True).eval()
+    for ours_stack, theirs_stack in ((model.encoder, ref.encoder), (model.decoder, ref.decoder)):
+        for ours, theirs in zip(ours_stack.layers, theirs_stack.layers):
+            ours.self_attn.load_from_torch(theirs.self_attn)
+            if hasattr(theirs, "multihead_attn"):
+                ours.cross_attn.load_from_torch(theirs.multihead_attn)
+            copy_linear(ours.ff.linear1, theirs.linear1)
+            copy_linear(ours.ff.linear2, theirs.linear2)
+            copy_norms(ours, theirs, 3 if hasattr(theirs, "norm3") else 2)
+        ours_stack.norm.load_state_dict(theirs_stack.norm.state_dict())
+    src, tgt_in = batch()
+    x = model.embed(src, model.src_embed)
+    y = model.embed(tgt_in, model.tgt_embed)
+    with torch.no_grad():
+        s = ref(x, y, tgt_mask=~causal_mask(4), src_key_padding_mask=(src == 0),
+                tgt_key_padding_mask=(tgt_in == 0), memory_key_padding_mask=(src == 0))
+        expected = model.generator(s)
+        logits = model(src, tgt_in)
+    real = tgt_in != 0  # torch's fast path may leave padded query positions different
+    torch.testing.assert_close(logits[real], expected[real], atol=1e-4, rtol=1e-4)
+
+
+def test_trains_and_plots_under_cpu_bf16_autocast():
+    model = small_model().train()
+    src, tgt_in = batch()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = model(src, tgt_in)
+        loss = F.cross_entropy(logits.float().transpose(1, 2), tgt_in, ignore_index=0)
+    loss.backward()
+    assert torch.isfinite(loss) and all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    model.eval().store_attention(True)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        model(src, tgt_in)
+        assert model.attention_maps()["decoder_cross"].shape == (2, 2, H, 4, 5)
+        hyp = greedy_decode(model, src, 1, 2, max_len=5)
+    assert hyp.shape[0] == 2 and hyp.dtype == torch.long

@@ -82,18 +82,23 @@ def masked_pointer_softmax(fn):
                "positions where mask is False must get weight exactly 0.")
         tests += 1
     # a row where every position is taken gives zeros, not NaN (the house convention)
-    scores, mask = torch.randn(2, 4), torch.tensor([[True, False, True, False], [False] * 4])
+    scores, mask = _randn(rng(619), 2, 4), torch.tensor([[True, False, True, False], [False] * 4])
     got = call(fn, scores, mask)
     expect_close(got, ref.masked_softmax(scores, mask), "masked_pointer_softmax with a fully masked row",
                  mistakes={"a row where every position is masked gives NaN: return zeros there "
                            "(e.g. `weights.masked_fill(~mask.any(-1, keepdim=True), 0.0)`).":
-                           torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)})
+                           torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1),
+                           "a row where every position is masked gives equal weights (a large negative "
+                           "fill such as -1e9 leaves a uniform softmax there): return zeros in such rows "
+                           "(e.g. `weights.masked_fill(~mask.any(-1, keepdim=True), 0.0)`).":
+                           torch.softmax(scores.masked_fill(~mask, -1e9), dim=-1)})
     return tests + 1
 
 
 def _model(seed):
-    torch.manual_seed(seed)
-    return ref.PointerNetwork(d_model=16, d_attn=12).eval()
+    with torch.random.fork_rng(devices=[]):   # leave the learner's random state alone
+        torch.manual_seed(seed)
+        return ref.PointerNetwork(d_model=16, d_attn=12).eval()
 
 
 def _wrong_state_step(model, h, state, inp, mask):

@@ -9,8 +9,7 @@ from ..snail import causal_attention_block as _ref_causal_block
 from ..snail import causal_mask
 from ..vision import conv1x1
 from ..vision import self_attention_2d as _ref_attention_2d
-from .core import (ExerciseError, call, exercise, expect, expect_close, expect_distribution, expect_shape,
-                   rng)
+from .core import call, exercise, expect, expect_close, expect_distribution, expect_shape, rng
 
 
 def _randn(generator, *shape):
@@ -172,4 +171,4 @@ def causal_attention_block(fn):
     return tests + 1
 
 
-__all__ = ["self_attention_2d", "self_attention_block", "causal_attention_block", "ExerciseError"]
+__all__ = ["self_attention_2d", "self_attention_block", "causal_attention_block"]

@@ -1,10 +1,11 @@
-"""Test settings shared by every test: fast sizes, offline data, a non-interactive plot backend."""
+"""Settings for every pytest run from the repository root (tests/ and the notebooks under nbval):
+fast sizes, offline data, a non-interactive plot backend, slow tests opt-in."""
 import os
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parent
 
 os.environ.setdefault("COURSE_FAST", "1")  # kernels started by the tests inherit it
 os.environ.setdefault("MPLBACKEND", "Agg")

@@ -1,0 +1,61 @@
+"""Training-step speed of lesson 10's `cpu` model in float32 vs bf16 autocast, side by side.
+
+    python benchmarks/amp_step.py                # 1 thread (as on a busy machine)
+    python benchmarks/amp_step.py --threads 2
+
+Builds the `cpu` preset's Transformer (d_model 256, 4 heads, 3+3 layers, d_ff 1024, joint 8k
+vocabulary), makes one batch of `--sentences` random sentences of `--length` tokens, and times
+training steps (forward, label-smoothed loss, backward, AdamW) alternately in float32 and under
+`torch.autocast(device_type, dtype=torch.bfloat16)` so the machine's load hits both alike. Prints
+the tokens per second of each and their ratio (medians).
+"""
+import argparse
+import statistics
+import time
+
+import torch
+
+from course_utils import translate as tr
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--sentences", type=int, default=128)
+    p.add_argument("--length", type=int, default=16)
+    p.add_argument("--steps", type=int, default=10, help="timed steps per mode (after 2 warm-up steps)")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    cfg = tr.make_config("cpu")
+    model = tr.build_model(cfg, cfg.vocab_size)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    src = torch.randint(4, cfg.vocab_size, (args.sentences, args.length))
+    tgt = torch.randint(4, cfg.vocab_size, (args.sentences, args.length + 1))
+    tokens = src.numel() + tgt.numel()
+
+    def step(dtype):
+        start = time.perf_counter()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bf16"):
+            logits = model(src, tgt[:, :-1])
+            loss = tr.label_smoothed_loss(logits.float(), tgt[:, 1:], cfg.label_smoothing)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return time.perf_counter() - start
+
+    times = {"fp32": [], "bf16": []}
+    for i in range(args.steps + 2):
+        for mode in times:
+            t = step(mode)
+            if i >= 2:
+                times[mode].append(t)
+    speed = {mode: tokens / statistics.median(ts) for mode, ts in times.items()}
+    print(f"cpu-preset Transformer, batch {args.sentences}x{args.length} tokens, {args.threads} thread(s)")
+    for mode, tps in speed.items():
+        print(f"  {mode}: {tps:8,.0f} tokens/s (median of {args.steps} steps)")
+    print(f"  bf16 / fp32 speed ratio: {speed['bf16'] / speed['fp32']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
