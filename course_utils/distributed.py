@@ -277,18 +277,23 @@ def save_checkpoint(obj, path, dist):
     Put the UNWRAPPED model's state_dict in `obj` (unwrap(model).state_dict(): no "module."
     prefixes), so that a run on any number of processes, or none, can load it.
     """
-    path = Path(path)
     if dist.is_main:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-        os.close(fd)
-        try:
-            torch.save(obj, tmp)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        atomic_save(obj, path)
     dist.barrier()
+
+
+def atomic_save(obj, path):
+    """torch.save to a temporary file in the same folder, then rename: never a half-written file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    os.close(fd)
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def load_checkpoint(path, dist):

@@ -52,6 +52,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from . import distributed
+from .distributed import atomic_save
 from .data.bucketing import BucketBatchSampler, pad_sequences
 from .data.multi30k import load_multi30k
 from .decoding import beam_search, greedy_decode, strip_after_eos
@@ -504,20 +505,6 @@ def bleu_on(model, tok, text_pairs, device, beam_size=1, length_penalty=0.6, bat
 # ---------------------------------------------------------------------------------------------
 # Checkpoints (atomic) and weight averaging
 # ---------------------------------------------------------------------------------------------
-def atomic_save(obj, path):
-    """torch.save to a temporary file in the same folder, then rename: never a half-written file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    os.close(fd)
-    try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def atomic_write_text(text, path):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
