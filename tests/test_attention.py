@@ -12,15 +12,6 @@ from course_utils.attention import (LearnedPositionalEncoding, MultiHeadAttentio
                                     split_heads)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread (and do not fight other jobs on a shared machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def qkv(B=2, h=3, Tq=5, Tk=7, d=8, seed=0):
     g = torch.Generator().manual_seed(seed)
     return (torch.randn(B, h, Tq, d, generator=g), torch.randn(B, h, Tk, d, generator=g),

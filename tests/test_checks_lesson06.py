@@ -8,15 +8,6 @@ from course_utils.checks import lesson06 as check
 from course_utils.checks.core import ExerciseError, ExerciseNotImplemented
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: one thread avoids thread contention on shared CPUs (4 s -> 0.1 s per test)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def not_implemented(*args):
     raise NotImplementedError()
 

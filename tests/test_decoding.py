@@ -9,7 +9,6 @@ from course_utils.decoding import (beam_search, beam_step, greedy_decode, length
 from course_utils.transformer import Transformer
 
 PAD, BOS, EOS = 0, 1, 2
-torch.set_num_threads(1)
 
 
 def tiny_model(vocab=6, seed=0, d_model=16, scale=3.0):

@@ -9,15 +9,6 @@ from course_utils import memory as ntm
 from course_utils.data.copy_task import CopyTask, copy_batch, output_steps
 
 
-@pytest.fixture
-def one_thread():
-    """Small NTM steps run faster on one thread, and far faster when the CPU is shared."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def dist(*shape, seed=0):
     return torch.softmax(torch.randn(*shape, generator=torch.Generator().manual_seed(seed)), -1)
 

@@ -8,15 +8,6 @@ from course_utils.pointer import (PointerAttention, PointerNetwork, accuracy, de
                                   masked_log_softmax, masked_softmax, pointer_scores)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small tensors: one thread avoids thread contention on shared CPUs."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 # ---------------------------------------------------------------- masked softmax
 def test_masked_softmax_is_a_distribution_over_allowed_positions():
     torch.manual_seed(0)

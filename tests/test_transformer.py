@@ -13,15 +13,6 @@ from course_utils.transformer import (DecoderLayer, EncoderLayer, PositionwiseFe
 D, H, FF = 16, 4, 32
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread (and do not fight other jobs on a shared machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def copy_linear(ours, theirs):
     ours.weight.data.copy_(theirs.weight.data)
     ours.bias.data.copy_(theirs.bias.data)

@@ -14,7 +14,6 @@ import torch.nn.functional as F
 from course_utils import translate as tr
 from course_utils.tokenization import BOS_ID, EOS_ID, PAD_ID
 
-torch.set_num_threads(1)
 
 
 def test_presets_and_overrides():
