@@ -1,5 +1,5 @@
 """Settings for every pytest run from the repository root (tests/ and the notebooks under nbval):
-fast sizes, offline data, a non-interactive plot backend, slow tests opt-in."""
+fast sizes, offline data, no progress file, a plot backend that checks every figure, slow tests opt-in."""
 import os
 from pathlib import Path
 
@@ -8,7 +8,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent
 
 os.environ.setdefault("COURSE_FAST", "1")  # kernels started by the tests inherit it
-os.environ.setdefault("MPLBACKEND", "Agg")
+os.environ.setdefault("COURSE_PROGRESS", "off")  # tests never write a learner's progress file
+# Every figure a notebook shows must have a title, axis labels and, for a heatmap, a colorbar:
+# the kernels draw with a backend that checks it (tests/figure_check.py) and import it from here.
+os.environ.setdefault("MPLBACKEND", "module://tests.figure_check")
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 _shared = ROOT.parent / "shared" / "data"
 if "COURSE_DATA_DIR" not in os.environ and (_shared / "multi30k").is_dir():
     os.environ["COURSE_DATA_DIR"] = str(_shared)

@@ -21,6 +21,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .masks import check_mask
+
 __all__ = ["scaled_dot_product_attention", "attention_weights", "causal_mask", "padding_mask",
            "split_heads", "merge_heads", "MultiHeadAttention", "sinusoidal_positional_encoding",
            "PositionalEncoding", "LearnedPositionalEncoding"]
@@ -29,21 +31,6 @@ _TORCH_VERSION = tuple(int(p) for p in torch.__version__.split("+")[0].split("."
 # From torch 2.5 on, the CPU kernels return zeros (and finite gradients) for fully masked rows
 # (the "safe softmax" change, see pytorch/pytorch#141128; checked here on 2.13). Elsewhere we guard.
 _CPU_SDPA_HANDLES_EMPTY_ROWS = _TORCH_VERSION >= (2, 5)
-
-
-def _check_mask(mask, scores_shape):
-    if mask is None:
-        return None
-    if not torch.is_tensor(mask) or mask.dtype != torch.bool:
-        kind = mask.dtype if torch.is_tensor(mask) else type(mask).__name__
-        raise TypeError(f"mask must be a bool tensor (True = may attend, False = masked out), got {kind}. "
-                        "Build it with causal_mask(T) or padding_mask(tokens, pad_id).")
-    try:
-        torch.broadcast_shapes(mask.shape, scores_shape)
-    except RuntimeError:
-        raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to the attention scores "
-                         f"(B, ..., T_q, T_k) = {tuple(scores_shape)}") from None
-    return mask
 
 
 def _check_qkv(q, k, v):
@@ -62,7 +49,7 @@ def attention_weights(q, k, mask=None):
     q: (B, ..., T_q, d_k), k: (B, ..., T_k, d_k), mask: bool, broadcastable to (B, ..., T_q, T_k).
     """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, ..., T_q, T_k)
-    mask = _check_mask(mask, scores.shape)
+    mask = check_mask(mask, scores.shape)
     if mask is None:
         return scores.softmax(dim=-1)
     has_key = mask.any(dim=-1, keepdim=True)                   # rows with at least one key allowed
@@ -84,7 +71,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0, need_weights
         dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
         return dropped @ v, weights
     scores_shape = q.shape[:-1] + k.shape[-2:-1]
-    mask = _check_mask(mask, scores_shape)
+    mask = check_mask(mask, scores_shape)
     if mask is None or (_CPU_SDPA_HANDLES_EMPTY_ROWS and q.device.type == "cpu"):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
     has_key = mask.any(dim=-1, keepdim=True)  # guard fully masked rows on kernels that give NaN there

@@ -2,7 +2,7 @@
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .checks.core import to_numpy
+from .tensors import to_numpy
 
 
 def _heatmap(ax, w, x_labels, y_labels, title, vmax, show_x=True, show_y=True):

@@ -19,22 +19,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .masks import check_mask
 from .scores import masked_softmax  # the lesson-03 reference: True = may be chosen, fully masked rows -> 0
-
-
-def _check_mask(mask, scores):
-    if mask is None:
-        return
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-        raise TypeError(f"mask must be a torch.bool tensor (True = may be chosen), got "
-                        f"{getattr(mask, 'dtype', type(mask).__name__)}")
-    if mask.shape != scores.shape:
-        raise ValueError(f"mask has shape {tuple(mask.shape)}, expected the scores' shape {tuple(scores.shape)}")
 
 
 def masked_log_softmax(scores, mask=None, dim=-1):
     """log of masked_softmax, computed stably (masked entries are -inf)."""
-    _check_mask(mask, scores)
+    check_mask(mask, scores.shape, allowed="may be chosen")
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     return torch.log_softmax(scores, dim=dim)

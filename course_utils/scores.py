@@ -21,25 +21,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-
-def _check_mask(scores, mask):
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-        raise TypeError(f"mask must be a boolean tensor (True = keep), got "
-                        f"{getattr(mask, 'dtype', type(mask).__name__)}")
-    try:
-        shape = torch.broadcast_shapes(scores.shape, mask.shape)
-    except RuntimeError:
-        shape = None
-    if shape != scores.shape:
-        raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' "
-                         f"shape {tuple(scores.shape)}")
+from .masks import check_mask
 
 
 def masked_softmax(scores, mask=None, dim=-1):
     """Softmax over `dim` where only positions with mask True take part; fully masked rows -> 0."""
     if mask is None:
         return torch.softmax(scores, dim=dim)
-    _check_mask(scores, mask)
+    check_mask(mask, scores.shape, allowed="keep")
     scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)  # exp(min - max) == 0
     return torch.softmax(scores, dim=dim) * mask                      # a fully masked row -> 0
 

@@ -4,7 +4,7 @@
     tgt_in, tgt_out = shift_tokens(tgt)          # tgt = [BOS, y_1, ..., y_n, EOS, PAD, ...]
     logits = model(src, tgt_in)                  # (B, T, tgt_vocab_size)
     loss = F.cross_entropy(logits.transpose(1, 2), tgt_out, ignore_index=pad_id, label_smoothing=0.1)
-    hyp = greedy_decode(model, src, bos_id, eos_id, max_len=50)
+    hyp = decoding.greedy_decode(model, src, bos_id, eos_id, pad_id)   # course_utils.decoding
 
 The decoder input is the target shifted right: it starts with BOS and stops one token before the
 end, so that position t predicts token t+1 of the target; the CALLER builds it (`shift_tokens`).
@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from .attention import MultiHeadAttention, PositionalEncoding, causal_mask, padding_mask
 
 __all__ = ["PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder",
-           "Transformer", "shift_tokens", "greedy_decode"]
+           "Transformer", "shift_tokens"]
 
 
 class PositionwiseFeedForward(nn.Module):
@@ -201,40 +201,16 @@ class Transformer(nn.Module):
         """Weights of the last forward with store_attention(True), stacked over layers:
         {"encoder_self": (L, B, h, S, S), "decoder_self": (L, B, h, T, T), "decoder_cross": (L, B, h, T, S)}."""
         def stack(modules, name):
-            weights = [m.attn_weights for m in modules]
+            weights = [module.attn_weights for module in modules]
             if any(w is None for w in weights):
                 raise RuntimeError(f"no {name} weights stored: call model.store_attention(True), then run "
-                                   "a forward pass (model(src, tgt_in) or greedy_decode) first")
+                                   "a forward pass (model(src, tgt_in)) first")
             return torch.stack(weights)
-        return {"encoder_self": stack([l.self_attn for l in self.encoder.layers], "encoder self-attention"),
-                "decoder_self": stack([l.self_attn for l in self.decoder.layers], "decoder self-attention"),
-                "decoder_cross": stack([l.cross_attn for l in self.decoder.layers], "cross-attention")}
+        return {"encoder_self": stack([layer.self_attn for layer in self.encoder.layers], "encoder self-attention"),
+                "decoder_self": stack([layer.self_attn for layer in self.decoder.layers], "decoder self-attention"),
+                "decoder_cross": stack([layer.cross_attn for layer in self.decoder.layers], "cross-attention")}
 
 
 def shift_tokens(tgt):
     """tgt (B, T+1) = [BOS, y_1, ..., EOS, PAD...] -> (decoder input tgt[:, :-1], target tgt[:, 1:])."""
     return tgt[:, :-1], tgt[:, 1:]
-
-
-@torch.no_grad()
-def greedy_decode(model, src, bos_id, eos_id, max_len=50):
-    """Greedy decoding: feed back the most probable token until every sequence has produced EOS.
-
-    src (B, S) -> tokens (B, <= max_len + 1) starting with BOS; after EOS a sequence is padded with pad_id.
-    Re-runs the decoder on the whole prefix at every step (simple, O(T²) decoder work).
-    """
-    was_training = model.training
-    model.eval()
-    src_mask = padding_mask(src, model.pad_id)
-    memory = model.encode(src, src_mask)
-    ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
-    done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-    for _ in range(max_len):
-        next_token = model.decode(ys, memory, src_mask)[:, -1].argmax(dim=-1)
-        next_token = next_token.masked_fill(done, model.pad_id)
-        ys = torch.cat([ys, next_token[:, None]], dim=1)
-        done |= next_token == eos_id
-        if done.all():
-            break
-    model.train(was_training)
-    return ys

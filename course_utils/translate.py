@@ -52,10 +52,10 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from . import distributed
-from .distributed import atomic_save
 from .data.bucketing import BucketBatchSampler, pad_sequences
 from .data.multi30k import load_multi30k
 from .decoding import beam_search, greedy_decode, strip_after_eos
+from .distributed import atomic_save
 from .metrics import corpus_bleu
 from .tokenization import BOS_ID, EOS_ID, PAD_ID, SubwordTokenizer, train_bpe
 
@@ -585,6 +585,7 @@ def new_history():
 def plot_history(history, path=None):
     """Learning curves: training and validation loss per epoch, validation BLEU."""
     import matplotlib.pyplot as plt
+
     from .plotting import plot_learning_curves
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.5))
     plot_learning_curves({"train (per step)": (history["step"], history["step_loss"])}, xlabel="step",
@@ -881,6 +882,7 @@ def translation_widget(model, tok, sentence="Ein kleiner Junge spielt mit einem 
     cross-attention of every head of that layer."""
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
+
     from .plotting import show_attention
 
     num_layers = len(model.decoder.layers)

@@ -132,7 +132,7 @@ def show_pixel_attention(image, weights, pixels, title=None):
     """
     import matplotlib.pyplot as plt
 
-    from .checks.core import to_numpy
+    from .tensors import to_numpy
 
     image, w = to_numpy(image).astype(float), to_numpy(weights).astype(float)
     if image.ndim != 2 or w.shape != (image.size, image.size):

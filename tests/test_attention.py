@@ -6,10 +6,18 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.attention import (LearnedPositionalEncoding, MultiHeadAttention, PositionalEncoding,
-                                    attention_weights, causal_mask, merge_heads, padding_mask,
-                                    scaled_dot_product_attention, sinusoidal_positional_encoding,
-                                    split_heads)
+from course_utils.attention import (
+    LearnedPositionalEncoding,
+    MultiHeadAttention,
+    PositionalEncoding,
+    attention_weights,
+    causal_mask,
+    merge_heads,
+    padding_mask,
+    scaled_dot_product_attention,
+    sinusoidal_positional_encoding,
+    split_heads,
+)
 
 
 def qkv(B=2, h=3, Tq=5, Tk=7, d=8, seed=0):

@@ -1,9 +1,12 @@
-"""The check framework itself: messages, not-implemented handling, IPython display."""
+"""The check framework itself: messages, not-implemented notices, outcomes, IPython display."""
+import doctest
+
 import numpy as np
 import pytest
 
 from course_utils.checks import core
-from course_utils.checks.core import ExerciseError, ExerciseNotImplemented
+from course_utils.checks.core import ExerciseError
+from tests.checking import prints_not_implemented
 
 
 @core.exercise("demo")
@@ -13,9 +16,23 @@ def demo_check(fn):
     return 2
 
 
-def test_pass_prints_one_tick_line(capsys):
-    assert demo_check(lambda x: x * 2)
-    assert capsys.readouterr().out.strip() == "✔ demo: correct (2 tests)."
+@core.exercise("pair", reference=lambda a, b: (a + b, a * b))
+def pair_check(fn):
+    g = core.rng(1)
+    a, b = g.normal(size=(3,)), g.normal(size=(3, 2))
+    total, product = core.expect_returns(core.call(fn, a[:, None], b), (a[:, None] + b, a[:, None] * b),
+                                         ("total", "product"))
+    core.expect_close(total, a[:, None] + b, "total")
+    core.expect_close(product, a[:, None] * b, "product")
+
+
+def stub(*args):
+    raise NotImplementedError()
+
+
+def test_pass_prints_one_tick_line_and_returns_nothing(capsys):
+    assert demo_check(lambda x: x * 2) is None          # no stray `True` under the ✔ in Jupyter
+    assert capsys.readouterr().out == "✔ demo: correct (2 tests).\n"
 
 
 def test_failure_names_exercise_and_known_mistake():
@@ -23,30 +40,73 @@ def test_failure_names_exercise_and_known_mistake():
         demo_check(lambda x: x + 2)
 
 
-def test_unknown_mistake_reports_largest_difference():
-    with pytest.raises(ExerciseError, match="largest difference"):
-        demo_check(lambda x: x * 3)
+def test_unknown_mistake_reports_largest_difference_in_good_grammar():
+    with pytest.raises(ExerciseError, match=r"demo\(x\): wrong values \(largest difference"):
+        demo_check(lambda x: x * 2 + np.arange(4))
+
+
+@pytest.mark.parametrize("answer, symptom", [
+    (lambda x: (x * 2).T, "is transposed"),
+    (lambda x: -2 * x, "wrong sign"),
+    (lambda x: x * 2 / np.sqrt(3.0), r"off by a constant factor: every value is 0\.5774 times"),
+    (lambda x: np.roll(x * 2, 1, axis=1), "shifted by one position along axis 1"),
+])
+def test_mistakes_any_exercise_can_make_are_named_without_being_listed(answer, symptom):
+    with pytest.raises(ExerciseError, match=symptom):
+        demo_check(answer)
+
+
+def test_missing_normalisation_is_named():
+    w = np.array([[0.2, 0.3, 0.5], [0.1, 0.1, 0.8]])
+    with pytest.raises(ExerciseError, match="not normalised"):
+        core.expect_close(w * np.array([[2.0], [5.0]]), w, "weights")
+    with pytest.raises(ExerciseError, match="divide by the maximum instead of the sum"):
+        core.expect_distribution(w / w.max(-1, keepdims=True), "weights")
 
 
 def test_none_and_shape_messages():
     with pytest.raises(ExerciseError, match="forget to `return`"):
         demo_check(lambda x: None)
-    with pytest.raises(ExerciseError, match=r"shape \(4, 3\), expected \(3, 4\)"):
-        demo_check(lambda x: (x * 2).T)
+    with pytest.raises(ExerciseError, match=r"shape \(3, 5\), expected \(3, 4\)"):
+        demo_check(lambda x: np.zeros((3, 5)))
 
 
-def test_not_implemented_is_one_line_without_chained_traceback():
-    def stub(x):
-        raise NotImplementedError()
+def test_returns_in_the_wrong_order_are_recognised_by_value_and_by_shape():
+    with pytest.raises(ExerciseError, match=r"wrong order: you return \(product, total\); the exercise asks "
+                                            r"for `return total, product`"):
+        pair_check(lambda a, b: (a * b, a + b))
+    with pytest.raises(ExerciseError, match="wrong order"):           # wrong values too: told by the shapes
+        core.expect_returns((np.zeros(5), np.zeros(4)), (np.ones(4), np.ones(5)), ("c", "alpha"))
+    with pytest.raises(ExerciseError, match=r"return 2 things, as `return total, product` \(got one ndarray\)"):
+        pair_check(lambda a, b: a + b)
+    with pytest.raises(ExerciseError, match="returned nothing"):
+        pair_check(lambda a, b: None)
+    pair_check(lambda a, b: (a + b, a * b))
 
-    with pytest.raises(ExerciseNotImplemented) as info:
-        demo_check(stub)
-    assert "\n" not in str(info.value) and "not implemented yet" in str(info.value)
-    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+def test_not_implemented_prints_one_line_and_does_not_raise():
+    with prints_not_implemented() as out:
+        assert demo_check(stub) is None
+    assert out.getvalue().startswith("○ demo: not implemented yet.")
+
+
+def test_evaluate_gives_the_outcome_without_printing(capsys):
+    assert demo_check.evaluate(lambda x: x * 2).status == "passed"
+    wrong = demo_check.evaluate(lambda x: x + 2)
+    assert (wrong.status, wrong.message) == ("wrong", "✘ demo: you added instead of multiplying")
+    assert demo_check.evaluate(stub).status == "not implemented"
+    assert capsys.readouterr().out == ""
+    assert (demo_check.lesson, demo_check.exercise, demo_check.learner_name) == ("tests.test_checks_core",
+                                                                                "demo_check", "demo_check")
+
+
+def test_an_answer_the_check_cannot_use_is_a_wrong_answer_not_a_crash():
+    outcome = demo_check.evaluate(lambda x: [1.0, [2.0, 3.0]])
+    assert outcome.status == "wrong" and "could not be checked" in outcome.message
 
 
 def test_passing_a_call_instead_of_a_function():
-    with pytest.raises(ExerciseError, match="pass the name without calling it"):
+    with pytest.raises(ExerciseError, match="pass its name without calling it"):
         demo_check(np.zeros(3))
 
 
@@ -65,17 +125,19 @@ def test_torch_tensors_are_accepted():
     core.expect_close(torch.ones(2, requires_grad=True) * 1, np.ones(2), "t")
 
 
-def test_ipython_shows_exercise_errors_as_one_line():
+def test_the_docstring_example_runs_as_written():
+    result = doctest.testmod(core, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 4 and result.failed == 0
+
+
+def test_ipython_shows_a_wrong_answer_as_one_line_and_a_stub_as_a_notice():
     from IPython.testing.globalipapp import start_ipython
 
     shell = start_ipython()
-    shell.run_cell("from course_utils.checks import core")  # installs the handler in this shell
-    core._install_ipython_handler()
     shown = []
     shell._showtraceback = lambda etype, value, stb: shown.append(stb)
-    result = shell.run_cell(
-        "def stub(x):\n    raise NotImplementedError()\n"
-        "from tests.test_checks_core import demo_check\n"
-        "demo_check(stub)")
+    result = shell.run_cell("from tests.test_checks_core import demo_check\ndemo_check(lambda x: x + 2)")
     assert not result.success
-    assert len(shown) == 1 and len(shown[0]) == 1 and "not implemented yet" in shown[0][0]
+    assert len(shown) == 1 and len(shown[0]) == 1 and "you added instead of multiplying" in shown[0][0]
+    result = shell.run_cell("def stub(x):\n    raise NotImplementedError()\ndemo_check(stub)")
+    assert result.success and len(shown) == 1                           # Run All goes on

@@ -3,7 +3,8 @@ import pytest
 import torch
 
 from course_utils import scores as ref
-from course_utils.checks import ExerciseError, ExerciseNotImplemented, lesson03
+from course_utils.checks import ExerciseError, lesson03
+from tests.checking import prints_not_implemented
 
 
 def not_implemented(*args):
@@ -21,9 +22,9 @@ def attention_decoder_step(decoder, y_prev, s_prev, h, mask):
     (lesson03.attention_decoder_step, attention_decoder_step),
 ])
 def test_reference_passes_and_stub_is_not_implemented(check, reference, capsys):
-    assert check(reference) is True
+    assert check(reference) is None
     assert "✔" in capsys.readouterr().out
-    with pytest.raises(ExerciseNotImplemented, match="not implemented yet"):
+    with prints_not_implemented():
         check(not_implemented)
 
 

@@ -5,7 +5,8 @@ import torch.nn.functional as F
 
 from course_utils import pointer as ref
 from course_utils.checks import lesson06 as check
-from course_utils.checks.core import ExerciseError, ExerciseNotImplemented
+from course_utils.checks.core import ExerciseError
+from tests.checking import prints_not_implemented
 
 
 def not_implemented(*args):
@@ -14,15 +15,13 @@ def not_implemented(*args):
 
 # ---------------------------------------------------------------- pointer scores
 def test_pointer_scores_reference_passes():
-    assert check.pointer_scores(ref.pointer_scores)
-
-
+    check.pointer_scores(ref.pointer_scores)
 @pytest.mark.parametrize("wrong, symptom", [
     (lambda h, s, W_h, W_s, v: (h @ W_h + (s @ W_s).unsqueeze(1)) @ v, "tanh is missing"),
     (lambda h, s, W_h, W_s, v: ref.pointer_scores(h, s, W_s, W_h, v), "swapped"),
     (lambda h, s, W_h, W_s, v: torch.tanh(h @ W_h + s @ W_s) @ v, "not broadcast over the positions"),
     (lambda h, s, W_h, W_s, v: torch.softmax(ref.pointer_scores(h, s, W_h, W_s, v), -1), "before any softmax"),
-    (lambda h, s, W_h, W_s, v: torch.tanh(h @ W_h + (s @ W_s).unsqueeze(1)).sum(-1), "differs"),
+    (lambda h, s, W_h, W_s, v: torch.tanh(h @ W_h + (s @ W_s).unsqueeze(1)).sum(-1), "wrong values"),
 ])
 def test_pointer_scores_mistakes(wrong, symptom):
     with pytest.raises(ExerciseError, match=symptom):
@@ -30,15 +29,13 @@ def test_pointer_scores_mistakes(wrong, symptom):
 
 
 def test_pointer_scores_not_implemented():
-    with pytest.raises(ExerciseNotImplemented, match="not implemented yet"):
+    with prints_not_implemented():
         check.pointer_scores(not_implemented)
 
 
 # ---------------------------------------------------------------- masked softmax
 def test_masked_pointer_softmax_reference_passes():
-    assert check.masked_pointer_softmax(ref.masked_softmax)
-
-
+    check.masked_pointer_softmax(ref.masked_softmax)
 def _fill_then_softmax(value, dim=-1):
     def wrong(scores, mask):
         return torch.softmax(scores.masked_fill(~mask, value), dim=dim)
@@ -60,7 +57,7 @@ def test_masked_pointer_softmax_mistakes(wrong, symptom):
 
 
 def test_masked_pointer_softmax_not_implemented():
-    with pytest.raises(ExerciseNotImplemented, match="not implemented yet"):
+    with prints_not_implemented():
         check.masked_pointer_softmax(not_implemented)
 
 
@@ -115,9 +112,7 @@ def test_decode_step_mistakes(wrong, symptom):
 
 
 def test_decode_step_reference_passes():
-    assert check.decode_step(ref.decode_step)
-
-
+    check.decode_step(ref.decode_step)
 def test_decode_step_in_place_mask_update_passes():
     def in_place(model, h, state, inp, mask):
         s, c = model.decoder(inp, state)
@@ -125,9 +120,7 @@ def test_decode_step_in_place_mask_update_passes():
         j = weights.argmax(dim=-1)
         mask[torch.arange(len(j)), j] = False
         return weights, j, mask, (s, c)
-    assert check.decode_step(in_place)
-
-
+    check.decode_step(in_place)
 def test_decode_step_not_implemented():
-    with pytest.raises(ExerciseNotImplemented, match="not implemented yet"):
+    with prints_not_implemented():
         check.decode_step(not_implemented)

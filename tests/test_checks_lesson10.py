@@ -5,9 +5,10 @@ import pytest
 import torch
 
 from course_utils.checks import lesson10 as check
-from course_utils.checks.core import ExerciseError, ExerciseNotImplemented
+from course_utils.checks.core import ExerciseError
 from course_utils.decoding import beam_step
 from course_utils.translate import label_smoothed_loss, noam_lr
+from tests.checking import prints_not_implemented
 
 
 def not_started(*args, **kwargs):
@@ -16,9 +17,7 @@ def not_started(*args, **kwargs):
 
 # ---- noam_lr -----------------------------------------------------------------------------------
 def test_noam_reference_passes():
-    assert check.noam_lr(noam_lr)
-
-
+    check.noam_lr(noam_lr)
 def test_noam_mistakes():
     def wrong_exponent(step, d_model, warmup_steps):
         return d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -0.5)
@@ -35,15 +34,13 @@ def test_noam_mistakes():
         check.noam_lr(no_scale)
     with pytest.raises(ExerciseError, match="use min"):
         check.noam_lr(uses_max)
-    with pytest.raises(ExerciseNotImplemented, match="not implemented yet"):
+    with prints_not_implemented():
         check.noam_lr(not_started)
 
 
 # ---- label-smoothed loss -----------------------------------------------------------------------
 def test_loss_reference_passes():
-    assert check.label_smoothed_loss(label_smoothed_loss)
-
-
+    check.label_smoothed_loss(label_smoothed_loss)
 def test_loss_mistakes():
     def keeps_padding(logits, target, smoothing, pad_id):
         log_p = torch.log_softmax(logits, -1)
@@ -73,15 +70,13 @@ def test_loss_mistakes():
         check.label_smoothed_loss(v_minus_one)
     with pytest.raises(ExerciseError, match="ONE number"):
         check.label_smoothed_loss(per_token)
-    with pytest.raises(ExerciseNotImplemented):
+    with prints_not_implemented():
         check.label_smoothed_loss(not_started)
 
 
 # ---- beam step ---------------------------------------------------------------------------------
 def test_beam_step_reference_passes():
-    assert check.beam_step(beam_step)
-
-
+    check.beam_step(beam_step)
 def test_beam_step_mistakes():
     def forgets_scores(scores, log_probs, beam_size):
         V = log_probs.size(-1)
@@ -112,7 +107,7 @@ def test_beam_step_mistakes():
         check.beam_step(lowest)
     with pytest.raises(ExerciseError, match="three tensors"):
         check.beam_step(lambda s, lp, k: lp.flatten().topk(k))
-    with pytest.raises(ExerciseNotImplemented):
+    with prints_not_implemented():
         check.beam_step(not_started)
 
 

@@ -4,8 +4,14 @@ import itertools
 import pytest
 import torch
 
-from course_utils.decoding import (beam_search, beam_step, greedy_decode, length_penalty_factor,
-                                   sequence_log_prob, strip_after_eos)
+from course_utils.decoding import (
+    beam_search,
+    beam_step,
+    greedy_decode,
+    length_penalty_factor,
+    sequence_log_prob,
+    strip_after_eos,
+)
 from course_utils.transformer import Transformer
 
 PAD, BOS, EOS = 0, 1, 2

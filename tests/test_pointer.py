@@ -4,8 +4,16 @@ import pytest
 import torch
 
 from course_utils.data.sorting import LONGER_LENGTHS, TRAIN_LENGTHS, SortingData, make_batch, sort_targets
-from course_utils.pointer import (PointerAttention, PointerNetwork, accuracy, decode_step, evaluate,
-                                  masked_log_softmax, masked_softmax, pointer_scores)
+from course_utils.pointer import (
+    PointerAttention,
+    PointerNetwork,
+    accuracy,
+    decode_step,
+    evaluate,
+    masked_log_softmax,
+    masked_softmax,
+    pointer_scores,
+)
 
 
 # ---------------------------------------------------------------- masked softmax

@@ -5,8 +5,17 @@ import numpy as np
 import pytest
 import torch
 
-from course_utils.snail import (SNAIL, AttentionBlock, CausalConv1d, DenseBlock, TCBlock, causal_attention_block,
-                                causal_mask, make_next_token_batch, tc_dilations)
+from course_utils.snail import (
+    SNAIL,
+    AttentionBlock,
+    CausalConv1d,
+    DenseBlock,
+    TCBlock,
+    causal_attention_block,
+    causal_mask,
+    make_next_token_batch,
+    tc_dilations,
+)
 
 
 def _future_does_not_leak(module, x, t):

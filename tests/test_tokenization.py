@@ -2,8 +2,7 @@
 import pytest
 
 from course_utils.data.multi30k import load_multi30k
-from course_utils.tokenization import (BOS_ID, EOS_ID, PAD_ID, UNK_ID, SubwordTokenizer, train_bpe,
-                                       vocabulary_summary)
+from course_utils.tokenization import BOS_ID, EOS_ID, PAD_ID, UNK_ID, SubwordTokenizer, train_bpe, vocabulary_summary
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course_utils.attention import causal_mask, padding_mask
-from course_utils.transformer import (DecoderLayer, EncoderLayer, PositionwiseFeedForward, Transformer,
-                                      greedy_decode, shift_tokens)
+from course_utils.decoding import greedy_decode
+from course_utils.transformer import (
+    DecoderLayer,
+    EncoderLayer,
+    PositionwiseFeedForward,
+    Transformer,
+    shift_tokens,
+)
 
 D, H, FF = 16, 4, 32
 
@@ -170,9 +176,9 @@ def test_learns_copy_task_and_greedy_decodes():
         loss.backward()
         opt.step()
     body = torch.randint(3, V, (16, T))
-    hyp = greedy_decode(model, body, BOS, EOS, max_len=T + 1)
-    assert hyp.shape == (16, T + 2) and torch.all(hyp[:, 0] == BOS)
-    assert (hyp[:, 1:T + 1] == body).float().mean() > 0.9
+    hyp = greedy_decode(model, body, BOS, EOS, 0, max_len=T + 1)       # no <bos>; <eos> then <pad>
+    assert hyp.shape[0] == 16 and hyp.shape[1] <= T + 1
+    assert (hyp[:, :T] == body).float().mean() > 0.9
     assert model.training  # restored
 
 
@@ -215,5 +221,5 @@ def test_trains_and_plots_under_cpu_bf16_autocast():
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         model(src, tgt_in)
         assert model.attention_maps()["decoder_cross"].shape == (2, 2, H, 4, 5)
-        hyp = greedy_decode(model, src, 1, 2, max_len=5)
+        hyp = greedy_decode(model, src, 1, 2, 0, max_len=5)
     assert hyp.shape[0] == 2 and hyp.dtype == torch.long

@@ -15,7 +15,6 @@ from course_utils import translate as tr
 from course_utils.tokenization import BOS_ID, EOS_ID, PAD_ID
 
 
-
 def test_presets_and_overrides():
     cfg = tr.make_config("cpu", epochs=3, lr=None)
     assert cfg.preset == "cpu" and cfg.epochs == 3 and cfg.lr == tr.PRESETS["cpu"]["lr"]

@@ -1,5 +1,4 @@
 """Check for lesson 00 (welcome): the warm-up exercise."""
-import numpy as np
 
 from .. import numpy_attention as ref
 from .core import call, exercise, expect_close, rng

@@ -1,14 +1,9 @@
 """Checks for lesson 03: Bahdanau attention (additive score, masked softmax, context, decoder step)."""
-import numpy as np
 import torch
 
 from .. import recurrent
 from .. import scores as ref
-from .core import call, exercise, expect, expect_close, expect_distribution, expect_shape, rng
-
-
-def randn(g, *shape, scale=1.0):
-    return torch.as_tensor(g.normal(size=shape) * scale, dtype=torch.float32)
+from .core import call, exercise, expect, expect_close, expect_distribution, expect_shape, randn, rng
 
 
 def random_mask(g, B, T, lengths=None):

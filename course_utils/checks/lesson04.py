@@ -7,8 +7,7 @@ import math
 import torch
 
 from .. import scores as ref
-from .core import call, exercise, expect_close, expect_shape, rng
-from .lesson03 import randn
+from .core import call, exercise, expect_close, expect_shape, randn, rng
 
 
 def _inputs(seed, B, T, d_s, d_h, scale=1.0):

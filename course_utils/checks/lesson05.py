@@ -10,8 +10,18 @@ import torch
 import torch.nn.functional as F
 
 from .. import memory as ref
-from .core import (ExerciseError, call, exercise, expect, expect_close, expect_distribution,
-                   expect_finite, expect_shape, rng, to_numpy)
+from .core import (
+    ValuesDiffer,
+    call,
+    exercise,
+    expect,
+    expect_close,
+    expect_distribution,
+    expect_finite,
+    expect_shape,
+    rng,
+    to_numpy,
+)
 
 
 # ---------------------------------------------------------------- random inputs
@@ -35,10 +45,9 @@ def _compare(actual, expected, what, mistakes=None, properties=(), atol=1e-5):
     """expect_close; when the values differ for no named reason, report a failed property first."""
     try:
         expect_close(actual, expected, what, mistakes=mistakes, atol=atol)
-    except ExerciseError as error:
-        if str(error).startswith(f"{what} differs"):
-            for holds, symptom in properties:
-                expect(holds(), symptom)
+    except ValuesDiffer:
+        for holds, symptom in properties:
+            expect(holds(), symptom)
         raise
 
 

@@ -9,11 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import pointer as ref
-from .core import call, exercise, expect, expect_close, expect_distribution, expect_shape, rng, to_numpy
-
-
-def _randn(generator, *shape):
-    return torch.from_numpy(generator.standard_normal(shape).astype("float32"))
+from .core import call, exercise, expect, expect_close, expect_distribution, expect_shape, randn, rng, to_numpy
 
 
 def _random_mask(generator, B, T):
@@ -30,8 +26,8 @@ def pointer_scores(fn):
     # forgetting to broadcast s over the positions still runs (and gives wrong numbers)
     for seed, (B, T, d_h, d_s, d_attn) in enumerate([(2, 5, 6, 6, 6), (4, 4, 8, 8, 8), (3, 7, 6, 4, 5)]):
         g = rng(600 + seed)
-        h, s = _randn(g, B, T, d_h), _randn(g, B, d_s)
-        W_h, W_s, v = _randn(g, d_h, d_attn), _randn(g, d_s, d_attn), _randn(g, d_attn)
+        h, s = randn(g, B, T, d_h), randn(g, B, d_s)
+        W_h, W_s, v = randn(g, d_h, d_attn), randn(g, d_s, d_attn), randn(g, d_attn)
         expected = ref.pointer_scores(h, s, W_h, W_s, v)
         got = call(fn, h.clone(), s.clone(), W_h.clone(), W_s.clone(), v.clone())
         mistakes = {
@@ -58,7 +54,7 @@ def masked_pointer_softmax(fn):
     tests = 0
     for seed, (B, T) in enumerate([(3, 6), (5, 4), (2, 9)]):
         g = rng(610 + seed)
-        scores = 3 * _randn(g, B, T)
+        scores = 3 * randn(g, B, T)
         mask = _random_mask(g, B, T)
         expected = ref.masked_softmax(scores, mask)
         got = call(fn, scores.clone(), mask.clone())
@@ -82,7 +78,7 @@ def masked_pointer_softmax(fn):
                "positions where mask is False must get weight exactly 0.")
         tests += 1
     # a row where every position is taken gives zeros, not NaN (the house convention)
-    scores, mask = _randn(rng(619), 2, 4), torch.tensor([[True, False, True, False], [False] * 4])
+    scores, mask = randn(rng(619), 2, 4), torch.tensor([[True, False, True, False], [False] * 4])
     got = call(fn, scores, mask)
     expect_close(got, ref.masked_softmax(scores, mask), "masked_pointer_softmax with a fully masked row",
                  mistakes={"a row where every position is masked gives NaN: return zeros there "

@@ -1,5 +1,4 @@
 """Checks for lesson 07: self-attention, scaled dot-product attention and its masks (PyTorch)."""
-import functools
 import math
 
 import numpy as np
@@ -7,25 +6,11 @@ import torch
 import torch.nn.functional as F
 
 from .. import attention as ref
-from .core import call, exercise, expect, expect_close, expect_distribution, expect_shape, to_numpy
+from .core import call, exercise, expect, expect_close, expect_distribution, expect_shape, single_threaded, to_numpy
 
 _NAN_ROW = ("a query whose every key is masked gives NaN (softmax of a row of -inf): give such rows zero "
             "weights, e.g. compute `has_key = mask.any(-1, keepdim=True)`, keep those rows finite, and "
             "multiply the weights by `has_key`")
-
-
-def single_threaded(check):
-    """Run a check on one thread: its tensors are tiny, and on a shared machine extra threads only
-    wait for each other (a check can get ten times slower)."""
-    @functools.wraps(check)
-    def run(*args, **kwargs):
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            return check(*args, **kwargs)
-        finally:
-            torch.set_num_threads(threads)
-    return run
 
 
 def _tensors(seed, *shapes):
@@ -83,7 +68,7 @@ def _unpack(result, what="attention"):
     return result
 
 
-@exercise("scaled dot-product attention with a mask")
+@exercise("scaled dot-product attention with a mask", name="attention")
 @single_threaded
 def scaled_dot_product_attention(fn):
     """fn(q, k, v, mask=None) -> (out (B, ..., T_q, d_v), weights (B, ..., T_q, T_k))."""

@@ -6,8 +6,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .. import attention as ref
-from .core import call, exercise, expect, expect_close, expect_distribution, expect_shape, to_numpy
-from .lesson07 import single_threaded
+from .core import call, exercise, expect, expect_close, expect_distribution, expect_shape, single_threaded, to_numpy
 
 
 def _x(seed, *shape):
@@ -95,7 +94,7 @@ def _copy_weights(module, theirs):
     return (W_q, W_k, W_v, b_q, b_k, b_v, theirs.out_proj.weight.detach(), theirs.out_proj.bias.detach())
 
 
-@exercise("multi-head attention")
+@exercise("multi-head attention", name="MyMultiHeadAttention")
 @single_threaded
 def multi_head_attention(cls):
     """cls(d_model, num_heads) with layers w_q, w_k, w_v, w_o; forward(query, key, value, mask=None)

@@ -5,8 +5,7 @@ import torch
 
 from .. import transformer as ref
 from ..attention import causal_mask, padding_mask
-from .core import call, exercise, expect, expect_close, expect_shape, to_numpy
-from .lesson07 import single_threaded
+from .core import call, exercise, expect, expect_close, expect_shape, single_threaded, to_numpy
 
 D_MODEL, HEADS, D_FF = 16, 4, 32
 
@@ -66,7 +65,7 @@ _NORM_RESIDUAL = ("the residual starts from the normalised x: in pre-norm, y = L
                   "sub-layer; add its output to the ORIGINAL x (x = x + Sublayer(y))")
 
 
-@exercise("encoder layer")
+@exercise("encoder layer", name="MyEncoderLayer")
 @single_threaded
 def encoder_layer(cls):
     """cls(d_model, num_heads, d_ff, dropout, norm_first) with forward(x, mask=None) -> (B, S, d_model)."""
@@ -93,7 +92,7 @@ def encoder_layer(cls):
     return tests
 
 
-@exercise("decoder layer")
+@exercise("decoder layer", name="MyDecoderLayer")
 @single_threaded
 def decoder_layer(cls):
     """cls(d_model, num_heads, d_ff, dropout, norm_first) with forward(x, memory, tgt_mask, memory_mask)."""

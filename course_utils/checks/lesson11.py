@@ -9,11 +9,7 @@ from ..snail import causal_attention_block as _ref_causal_block
 from ..snail import causal_mask
 from ..vision import conv1x1
 from ..vision import self_attention_2d as _ref_attention_2d
-from .core import call, exercise, expect, expect_close, expect_distribution, expect_shape, rng
-
-
-def _randn(generator, *shape):
-    return torch.from_numpy(generator.standard_normal(shape).astype("float32"))
+from .core import call, exercise, expect, expect_close, expect_distribution, expect_shape, randn, rng
 
 
 def _pair(result, what):
@@ -35,7 +31,7 @@ def self_attention_2d(fn):
     tests = 0
     for seed, (B, C, H, W, d_key, C_v) in enumerate([(2, 8, 3, 5, 4, 6), (1, 4, 4, 4, 2, 4), (3, 6, 2, 7, 3, 5)]):
         g = rng(110 + seed)
-        x, W_f, W_g, W_h = _randn(g, B, C, H, W), _randn(g, d_key, C), _randn(g, d_key, C), _randn(g, C_v, C)
+        x, W_f, W_g, W_h = randn(g, B, C, H, W), randn(g, d_key, C), randn(g, d_key, C), randn(g, C_v, C)
         o, weights = _pair(call(fn, x, W_f, W_g, W_h), "self_attention_2d")
         N = H * W
         expect_shape(weights, (B, N, N), f"weights (for x of shape {(B, C, H, W)}, N = H·W = {N})")
@@ -73,7 +69,7 @@ def _attend_maps(query_map, key_map, value_map):
     return (weights @ v).transpose(1, 2).reshape(B, -1, H, W)
 
 
-@exercise("SelfAttention2d (γ-residual block)")
+@exercise("SelfAttention2d (γ-residual block)", name="SelfAttention2d")
 def self_attention_block(cls):
     channels = 16
     module = call(cls, channels)
@@ -94,7 +90,7 @@ def self_attention_block(cls):
            f"γ should start at 0 (it starts at {gamma.detach().flatten()[0].item():.3g}): the block must begin "
            "as the identity, y = x, so that the untrained attention adds no noise.")
     g = rng(120)
-    x = _randn(g, 2, channels, 4, 5)
+    x = randn(g, 2, channels, 4, 5)
     with torch.no_grad():
         y0 = call(module, x)
         expect_shape(y0, tuple(x.shape), "y")
@@ -129,7 +125,7 @@ def causal_attention_block(fn):
     tests = 0
     for seed, (B, T, d_in, d_key, d_value) in enumerate([(2, 7, 6, 4, 5), (1, 5, 3, 2, 3), (3, 9, 8, 8, 4)]):
         g = rng(130 + seed)
-        x, W_q, W_k, W_v = _randn(g, B, T, d_in), _randn(g, d_in, d_key), _randn(g, d_in, d_key), _randn(g, d_in, d_value)
+        x, W_q, W_k, W_v = randn(g, B, T, d_in), randn(g, d_in, d_key), randn(g, d_in, d_key), randn(g, d_in, d_value)
         out, weights = _pair(call(fn, x, W_q, W_k, W_v), "causal_attention_block")
         expect_shape(weights, (B, T, T), "weights")
         ref_out, ref_w = _ref_causal_block(x, W_q, W_k, W_v)
@@ -159,10 +155,10 @@ def causal_attention_block(fn):
         tests += 1
     # causality: changing the future leaves the past unchanged
     g = rng(139)
-    x, W_q, W_k, W_v = _randn(g, 1, 8, 4), _randn(g, 4, 4), _randn(g, 4, 4), _randn(g, 4, 3)
+    x, W_q, W_k, W_v = randn(g, 1, 8, 4), randn(g, 4, 4), randn(g, 4, 4), randn(g, 4, 3)
     t = 3
     changed = x.clone()
-    changed[:, t + 1:] = _randn(g, 1, 8 - t - 1, 4)
+    changed[:, t + 1:] = randn(g, 1, 8 - t - 1, 4)
     before, _ = _pair(call(fn, x, W_q, W_k, W_v), "causal_attention_block")
     after, _ = _pair(call(fn, changed, W_q, W_k, W_v), "causal_attention_block")
     expect(torch.allclose(before[:, :t + 1], after[:, :t + 1], atol=1e-5),
