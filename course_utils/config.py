@@ -1,11 +1,14 @@
-"""One switch for sizes (FAST), the device, and repeatable seeds.
+"""One switch for sizes (FAST), the device, where runs are kept, and repeatable seeds.
 
-    FAST   on when COURSE_FAST=1, or when CI is set (COURSE_FAST=0 turns it off again)
-    pick   pick(fast, full) -> the value for the current mode
-    DEVICE CUDA when available, else CPU (printed once, with a hint when no GPU is found)
+    FAST     on when COURSE_FAST=1, or when CI is set (COURSE_FAST=0 turns it off again)
+    pick     pick(fast, full) -> the value for the current mode
+    DEVICE   CUDA when available, else CPU (printed once, with a hint when no GPU is found)
+    resolve_device("auto" | "cpu" | "cuda:1" ...) -> torch.device (the one "auto" of the course)
+    runs_dir()  the folder for training runs: $COURSE_RUNS_DIR, else runs/ at the repository root
 """
 import os
 import random
+from pathlib import Path
 
 import numpy as np
 
@@ -30,14 +33,38 @@ def pick(fast, full):
     return fast if FAST else full
 
 
+def resolve_device(name="auto"):
+    """torch.device for `name`; "auto" is a GPU when there is one, else the CPU."""
+    import torch
+
+    if str(name) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def runs_dir(environ=None):
+    """Where training runs (checkpoints, reports) go, the same for the command line and the lessons.
+
+    $COURSE_RUNS_DIR if set (e.g. a mounted Google Drive folder on Colab); else `runs/` at the root
+    of the repository this package was installed from (pip install -e .); else `runs/` in the
+    current folder (a plain pip install, e.g. on Colab: /content/runs).
+    """
+    env = os.environ if environ is None else environ
+    if env.get("COURSE_RUNS_DIR"):
+        return Path(env["COURSE_RUNS_DIR"]).expanduser()
+    root = Path(__file__).resolve().parents[1]
+    if (root / "pyproject.toml").exists() and (root / "solutions").is_dir():
+        return root / "runs"
+    return Path.cwd() / "runs"
+
+
 def _find_device():
     import torch
 
-    if torch.cuda.is_available():
-        device = torch.device("cuda")
+    device = resolve_device("auto")
+    if device.type == "cuda":
         print(f"Device: cuda ({torch.cuda.get_device_name(0)})")
     else:
-        device = torch.device("cpu")
         print("Device: cpu (no GPU found: every lesson runs on a CPU; for lesson 10's full "
               "schedule use a GPU, e.g. Colab: Runtime > Change runtime type > GPU)")
     return device

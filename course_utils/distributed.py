@@ -8,29 +8,35 @@ backward pass, so every replica takes the same optimizer step and the replicas s
                                         # without them: one process, no process group
     model = wrap_model(model.to(dist.device), dist)          # DDP when world_size > 1
     accum = accumulation_steps(global_batch, micro_batch, dist.world_size)
+    state = TrainState(model, optimizer, dist=dist)
     for step_batches in steps:                               # this rank's `accum` micro-batches
-        tokens = dist.sum(sum(count(b) for b in step_batches))   # in the GLOBAL batch
-        for j, batch in enumerate(step_batches):
-            with sync_gradients(model, j == len(step_batches) - 1):  # all-reduce once per step
-                (loss_sum(model, batch) * dist.world_size / tokens).backward()
-        optimizer.step(); optimizer.zero_grad()
+        train_step(state, step_batches, loss_sum, count)     # training.py: the ONE optimizer step;
+                                                             # all-reduce once, in the last backward
     save_checkpoint({"model": unwrap(model).state_dict(), ...}, path, dist)   # rank 0 writes
     cleanup()
 
 Launch (see the README): `torchrun --nproc_per_node=2 -m course_utils.distributed` runs `demo`,
 a quick check that a machine (or a cluster) trains one tiny model correctly on several processes.
 """
-import contextlib
 import datetime
 import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.distributed as torch_dist
 from torch.nn.parallel import DistributedDataParallel
+
+from .config import resolve_device
+from .data.bucketing import BucketBatchSampler
+from .files import atomic_save
+from .training import TrainState, sync_gradients, train_step, unwrap
+
+__all__ = ["ENV_VARS", "DistributedConfigError", "Dist", "read_env", "setup", "cleanup", "report_error",
+           "wrap_model", "unwrap", "sync_gradients", "replica_max_diff", "accumulation_steps",
+           "micro_batch_size", "check_enough_batches", "full_steps", "save_checkpoint", "load_checkpoint",
+           "demo", "main"]
 
 ENV_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")  # set by torchrun
 
@@ -142,11 +148,10 @@ def setup(device="auto", timeout_minutes=30, environ=None):
     time rank 0 may spend evaluating while the others wait.
     """
     env = read_env(environ)
-    want = str(device)
-    use_cuda = want.startswith("cuda") or (want == "auto" and torch.cuda.is_available())
+    wanted = resolve_device(device)
     if env is None:
-        return Dist(device=torch.device(("cuda" if use_cuda else "cpu") if want == "auto" else want))
-    if use_cuda:
+        return Dist(device=wanted)
+    if wanted.type == "cuda":
         visible = torch.cuda.device_count()
         if env["local_rank"] >= visible:
             raise DistributedConfigError(
@@ -190,26 +195,6 @@ def wrap_model(model, dist):
         return model
     device_ids = [dist.device.index] if dist.device.type == "cuda" else None
     return DistributedDataParallel(model, device_ids=device_ids)
-
-
-def unwrap(model):
-    """The plain module inside DDP (and torch.compile): what to save, decode and evaluate with."""
-    model = getattr(model, "_orig_mod", model)        # torch.compile(model)
-    if isinstance(model, DistributedDataParallel):
-        model = model.module
-    return getattr(model, "_orig_mod", model)         # DDP(torch.compile(model))
-
-
-def sync_gradients(model, sync):
-    """Context for one micro-batch's backward: all-reduce only when `sync` (the last micro-batch).
-
-    The other micro-batches accumulate their gradients locally under DDP's no_sync(); the
-    all-reduce of the last one then averages the whole step's gradients at once.
-    """
-    ddp = getattr(model, "_orig_mod", model)
-    if sync or not isinstance(ddp, DistributedDataParallel):
-        return contextlib.nullcontext()
-    return ddp.no_sync()
 
 
 def replica_max_diff(model, dist):
@@ -282,20 +267,6 @@ def save_checkpoint(obj, path, dist):
     dist.barrier()
 
 
-def atomic_save(obj, path):
-    """torch.save to a temporary file in the same folder, then rename: never a half-written file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    os.close(fd)
-    try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def load_checkpoint(path, dist):
     """The checkpoint at `path` (on the CPU) on every rank, however many processes wrote it.
 
@@ -335,7 +306,6 @@ def demo(steps=6, batch_tokens=512, micro_tokens=64, lr=3e-3, seed=0, dist=None,
     `checkpoint` + `save_at`: save after that step; `resume`: start from such a checkpoint
     (written by any number of processes).
     """
-    from .data.bucketing import BucketBatchSampler
     dist = dist or Dist()
     vocab_size, d_model = 24, 16
     accum = accumulation_steps(batch_tokens, micro_tokens, dist.world_size)
@@ -343,52 +313,44 @@ def demo(steps=6, batch_tokens=512, micro_tokens=64, lr=3e-3, seed=0, dist=None,
     model = torch.nn.Sequential(torch.nn.Embedding(vocab_size, d_model), torch.nn.Linear(d_model, d_model),
                                 torch.nn.Tanh(), torch.nn.Linear(d_model, vocab_size)).to(dist.device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 3))
-    model = wrap_model(model, dist)
-    step = 0
+    state = TrainState(wrap_model(model, dist), optimizer, device=dist.device, clip_norm=None,
+                       lr_schedule=lambda step: lr * min(1.0, step / 3), dist=dist)
     if resume is not None:
         ckpt = load_checkpoint(resume, dist)
-        unwrap(model).load_state_dict(ckpt["model"])
+        model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
-        scheduler.load_state_dict(ckpt["scheduler"])
-        step = ckpt["step"]
+        state.step = ckpt["step"]
+        state.set_lr()
     seqs = _demo_data(num_sequences, vocab_size, seed)
     sampler = BucketBatchSampler([len(s) for s in seqs], max_tokens=micro_tokens, seed=seed,
                                  num_replicas=dist.world_size, rank=dist.rank)
     num_batches = len(sampler.batches())          # all ranks' micro-batches of an epoch
     check_enough_batches(num_batches, dist.world_size, accum, "the demo data")
     per_epoch = num_batches // (dist.world_size * accum)   # optimizer steps per epoch, any world_size
+
+    def loss_sum(model, batch):                   # summed over the batch's target tokens
+        x, y = (t.to(dist.device) for t in batch)
+        return torch.nn.functional.cross_entropy(model(x).transpose(1, 2), y, ignore_index=0, reduction="sum")
+
+    def target_tokens(batch):
+        return int((batch[1] != 0).sum())
+
     losses = []
-    while step < steps:
-        sampler.set_epoch(step // per_epoch)
+    while state.step < steps:
+        sampler.set_epoch(state.step // per_epoch)
         epoch_steps = full_steps(list(sampler), num_batches, dist.world_size, accum)
-        for step_batches in epoch_steps[step % per_epoch:]:     # (resume: skip the steps done)
-            if step >= steps:
+        for step_batches in epoch_steps[state.step % per_epoch:]:     # (resume: skip the steps done)
+            if state.step >= steps:
                 break
             micro = [_demo_batch([seqs[i] for i in idx], vocab_size) for idx in step_batches]
-            tokens = dist.sum(sum(int((y != 0).sum()) for _, y in micro))   # target tokens, global batch
-            loss_sum = 0.0
-            for j, (x, y) in enumerate(micro):
-                x, y = x.to(dist.device), y.to(dist.device)
-                with sync_gradients(model, j == accum - 1):
-                    logits = model(x)                                          # (B, T, V)
-                    loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), y, ignore_index=0,
-                                                             reduction="sum")
-                    (loss * dist.world_size / tokens).backward()   # DDP divides by world_size
-                loss_sum += float(loss.detach())
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            step += 1
-            losses.append(dist.sum(loss_sum) / tokens)
-            dist.print(f"step {step}: loss {losses[-1]:.6f}")
-            if checkpoint is not None and step == save_at:
-                save_checkpoint({"model": unwrap(model).state_dict(), "optimizer": optimizer.state_dict(),
-                                 "scheduler": scheduler.state_dict(), "step": step,
-                                 "world_size": dist.world_size}, checkpoint, dist)
-    return {"losses": losses, "replica_max_diff": replica_max_diff(model, dist), "accum_steps": accum,
+            losses.append(train_step(state, micro, loss_sum, target_tokens))
+            dist.print(f"step {state.step}: loss {losses[-1]:.6f}")
+            if checkpoint is not None and state.step == save_at:
+                save_checkpoint({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                 "step": state.step, "world_size": dist.world_size}, checkpoint, dist)
+    return {"losses": losses, "replica_max_diff": replica_max_diff(state.model, dist), "accum_steps": accum,
             "world_size": dist.world_size, "steps_per_epoch": per_epoch,
-            "parameters": [p.detach().cpu() for p in unwrap(model).parameters()]}
+            "parameters": [p.detach().cpu() for p in model.parameters()]}
 
 
 def main(argv=None):

@@ -1,28 +1,33 @@
-"""Pictures the lessons share: attention heatmaps (one map or a grid of heads) and learning curves."""
+"""Pictures the lessons share: attention heatmaps (one map or a grid of heads), learning curves, and the
+learning curves of a lesson-10 training run."""
 import matplotlib.pyplot as plt
 import numpy as np
 
 from .tensors import to_numpy
 
 
-def _heatmap(ax, w, x_labels, y_labels, title, vmax, show_x=True, show_y=True):
+def _heatmap(ax, w, x_labels, y_labels, title, vmax, show_x=True, show_y=True, fontsize=None):
     image = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=vmax, aspect="auto")
     if not show_x:
         ax.set_xticks([])
     elif x_labels is not None:
-        ax.set_xticks(range(len(x_labels)), [str(t) for t in x_labels], rotation=90)
+        ax.set_xticks(range(len(x_labels)), [str(t) for t in x_labels], rotation=90, fontsize=fontsize)
     if not show_y:
         ax.set_yticks([])
     elif y_labels is not None:
-        ax.set_yticks(range(len(y_labels)), [str(t) for t in y_labels])
+        ax.set_yticks(range(len(y_labels)), [str(t) for t in y_labels], fontsize=fontsize)
     if title:
         ax.set_title(title, fontsize=10)
     return image
 
 
 def show_attention(weights, x_labels=None, y_labels=None, title=None, titles=None,
-                   xlabel="keys (attended to)", ylabel="queries", cell_size=0.45, max_cols=4):
+                   xlabel="keys (attended to)", ylabel="queries", cell_size=0.45, max_cols=4, max_width=9.5):
     """Heatmap of attention weights: rows are queries, columns are keys.
+
+    The figure is sized by the number of keys and queries, at most `max_width` inches wide (a
+    notebook shrinks wider pictures, and their labels with them): long sentences get smaller cells
+    and tick labels sized to fit them.
 
     weights: (T_q, T_k) for one map, (num_heads, T_q, T_k) for a row of heads, or
              (num_layers, num_heads, T_q, T_k) for a grid (layers down, heads across).
@@ -42,26 +47,35 @@ def show_attention(weights, x_labels=None, y_labels=None, title=None, titles=Non
             raise ValueError(f"{name} has {len(labels)} entries but the weights have {size} along that axis")
     grid = w.reshape((1, 1) + w.shape) if w.ndim == 2 else (w[None] if w.ndim == 3 else w)
     rows, cols = grid.shape[:2]
-    if rows == 1 and cols > max_cols:  # wrap a long row of heads
-        grid = np.concatenate([grid, np.zeros((1, -cols % max_cols, t_q, t_k))], axis=1)
-        grid = grid.reshape(-1, max_cols, t_q, t_k)
+    min_cell = 0.22                    # inches per query/key: below it, labels cannot be read
+    if rows == 1 and cols > 1:         # a row of heads: as many across as fit the width
+        across = int(min(max_cols, cols, max(1, (max_width - 1) // (min_cell * max(t_k, 4)))))
+        grid = np.concatenate([grid, np.zeros((1, -cols % across, t_q, t_k))], axis=1)
+        grid = grid.reshape(-1, across, t_q, t_k)
         rows, cols = grid.shape[:2]
+    cell_size = min(cell_size, (max_width - 1.2) / (cols * max(t_k, 4)))
+    fontsize = float(np.clip(cell_size * 30, 6, 10))
     scale = max(cell_size * max(t_k, 4), 2.2), max(cell_size * max(t_q, 4), 2.0)
-    fig, axes = plt.subplots(rows, cols, figsize=(scale[0] * cols + 1, scale[1] * rows + 0.6),
-                             squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(scale[0] * cols + 1.2, scale[1] * rows + 0.9),
+                             squeeze=False, layout="constrained")
     vmax = max(float(grid.max()), 1e-9)
+    panels = w.shape[0] if w.ndim == 3 else rows * cols       # a wrapped row of heads ends in empty panels
     for r in range(rows):
         for c in range(cols):
             ax = axes[r, c]
+            if r * cols + c >= panels:
+                ax.axis("off")
+                continue
             if w.ndim == 2:
                 name = title
             elif titles is not None:
                 name = titles[r * cols + c] if r * cols + c < len(titles) else ""
             else:
                 name = f"layer {r + 1}, head {c + 1}" if w.ndim == 4 else f"head {r * cols + c + 1}"
+            bottom = (r + 1) * cols + c >= panels                   # no panel below this one
             image = _heatmap(ax, grid[r, c], x_labels, y_labels, name, vmax,
-                             show_x=r == rows - 1, show_y=c == 0)
-            if r == rows - 1:
+                             show_x=bottom, show_y=c == 0, fontsize=fontsize)
+            if bottom:
                 ax.set_xlabel(xlabel)
             if c == 0:
                 ax.set_ylabel(ylabel)
@@ -92,3 +106,23 @@ def plot_learning_curves(curves, xlabel="step", ylabel="loss", title=None, logy=
         ax.legend()
     ax.grid(alpha=0.3)
     return ax
+
+
+def plot_run_history(history, path=None):
+    """A training run's curves (lesson 10): step-level training loss, loss per epoch, validation BLEU.
+
+    `history` is a run's history.json; with `path` the figure is saved there and closed.
+    """
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.5))
+    plot_learning_curves({"train (per step)": (history["step"], history["step_loss"])}, xlabel="step",
+                         ylabel="label-smoothed loss", title="training loss", ax=axes[0])
+    plot_learning_curves({"train": (history["epoch"], history["train_loss"]),
+                          "validation": (history["epoch"], history["val_loss"])}, xlabel="epoch",
+                         ylabel="label-smoothed loss", title="loss per epoch", ax=axes[1])
+    plot_learning_curves({"validation BLEU (greedy)": (history["epoch"], history["val_bleu"])},
+                         xlabel="epoch", ylabel="BLEU", title="validation BLEU", ax=axes[2])
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+    return fig

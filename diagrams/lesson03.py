@@ -11,6 +11,7 @@ from .style import (
     arrow,
     bars,
     box,
+    dot,
     mix,
     new_figure,
     op_circle,
@@ -70,7 +71,7 @@ def attention_step():
         arrow(ax, c.right, (sm.x0, c.cy), lw=1.1)
     xa = 3.95
     bw_max = 0.6
-    for k, y in enumerate(rows):
+    for y in rows:
         arrow(ax, (sm.x1, y), (xa - 0.02, y), lw=1.1)
     bars(ax, xa, rows[-1] - 0.3, alpha, bw_max, rows[0] - rows[-1] + 0.6, vmax=1.0,
          orient="h", gap=0.55)
@@ -102,7 +103,7 @@ def attention_step():
     text(ax, svec.x0 - 0.1, yt, "$s_{t-1}$", fs=FS + 1, ha="right", color=dec.text)
     gru = box(ax, cvec.cx, yt, 0.75, 0.5, "GRU", role="decoder", fs=FS)
     arrow(ax, svec.right, gru.left, color=dec.edge)
-    ax.add_patch(__import__("matplotlib").patches.Circle((sc.cx, yt), 0.035, color=dec.edge, zorder=4))
+    dot(ax, sc.cx, yt, color=dec.edge)
     arrow(ax, (sc.cx, yt), sc.top, color=dec.edge)
     arrow(ax, cvec.top, gru.bottom, color=out.edge)
     yin = box(ax, gru.cx, 5.22, 0.62, 0.32, "$y_{t-1}$", role="op", fs=FS)
@@ -117,7 +118,7 @@ def attention_step():
     arrow(ax, cvec.right, (ob.cx, ymid), ob.bottom, color=out.edge)
 
     # step markers and the formulas
-    _badge(ax, sc.cx, sc.y1 + 0.2 if False else sc.y0 - 0.2, 1)
+    _badge(ax, sc.cx, sc.y0 - 0.2, 1)
     _badge(ax, sm.cx, sm.y0 - 0.2, 2)
     _badge(ax, sig.cx, sc.y0 - 0.2, 3)
     _badge(ax, gru.x0 - 0.22, gru.y1 + 0.1, 4)

@@ -2,17 +2,34 @@
 import numpy as np
 from matplotlib.patches import Arc
 
-from .style import (ACCENT, FS, FS_SMALL, INK, MUTED, ROLES, WEIGHT_BAR, arrow, bars, box, brace,
-                    legend, line, matrix, new_figure, op_circle, rect, text, vector)
+from .style import (
+    ACCENT,
+    FS,
+    FS_SMALL,
+    INK,
+    MUTED,
+    ROLES,
+    WEIGHT_BAR,
+    arrow,
+    box,
+    brace,
+    legend,
+    line,
+    marker,
+    matrix,
+    new_figure,
+    op_circle,
+    panel,
+    rect,
+    text,
+    vector,
+)
 
 CELL = 0.14
 
 
 def _panel_frame(ax, x0, y0, w, h, name, formula, params):
-    ax.add_patch(__import__("matplotlib").patches.FancyBboxPatch(
-        (x0, y0), w, h, boxstyle="round,pad=0,rounding_size=0.1", facecolor="#FBFBFB",
-        edgecolor="#C8C8C8", lw=1.0, zorder=1))
-    text(ax, x0 + 0.14, y0 + h - 0.2, name, fs=FS, weight="bold", ha="left")
+    panel(ax, x0, y0, w, h, name)
     text(ax, x0 + 0.14, y0 + h - 0.52, formula, fs=FS + 1, ha="left")
     text(ax, x0 + 0.14, y0 + 0.2, params, fs=FS_SMALL, ha="left", color=MUTED)
 
@@ -32,7 +49,7 @@ def _score(ax, x, y, label="$e_i$", w=0.42):
 
 
 def score_functions():
-    W, H = 9.0, 5.8
+    W, H = 9.0, 5.95
     fig, ax = new_figure(W, H, "Six score functions: how well does a key $h_i$ match the query $s$?")
     PW, PH = 2.82, 2.4
     cols = [0.15, 3.09, 6.03]
@@ -171,9 +188,7 @@ def global_local():
     def panel_bars(ybase, w, active):
         for i, x in zip(pos, xs):
             if active[i - 1]:
-                ax.add_patch(__import__("matplotlib").patches.Rectangle(
-                    (x - bar_w / 2, ybase), bar_w, hmax * w[i - 1] / vmax, facecolor=WEIGHT_BAR,
-                    edgecolor=WEIGHT_BAR, zorder=3))
+                rect(ax, x - bar_w / 2, ybase, bar_w, hmax * w[i - 1] / vmax, WEIGHT_BAR)
             else:
                 text(ax, x, ybase + 0.1, "0", fs=FS_SMALL, color=pr.text)
         line(ax, (xs[0] - 0.3, ybase), (xs[-1] + 0.3, ybase), color=MUTED, lw=0.9)
@@ -204,9 +219,7 @@ def global_local():
     panel_bars(yb2, local, win)
     src_row(yb2 - 0.25, win)
     xp = x0 + (p_t - 1) * step
-    ax.add_patch(__import__("matplotlib").patches.Polygon(
-        [(xp, yb2 - 0.43), (xp - 0.08, yb2 - 0.57), (xp + 0.08, yb2 - 0.57)], closed=True,
-        color=ACCENT, zorder=5))
+    marker(ax, xp, yb2 - 0.43)
     text(ax, xp + 0.14, yb2 - 0.52, f"$p_t = {p_t}$", fs=FS, color=ACCENT, ha="left")
     brace(ax, (xr, yb2 + hmax + 0.35), (xl, yb2 + hmax + 0.35), depth=0.1, color=k.edge,
           label=f"window $[p_t - D,\\ p_t + D]$, $D = {D}$", label_color=k.text)

@@ -1,9 +1,27 @@
 """Lesson 05: the Neural Turing Machine and its four addressing stages."""
 import numpy as np
-from matplotlib.patches import Circle
 
-from .style import (ACCENT, FS, FS_SMALL, INK, MUTED, ROLES, WEIGHT_BAR, arrow, bars, box, brace,
-                    line, matrix, mix, new_figure, text, vector, weight_color)
+from .style import (
+    ACCENT,
+    FS,
+    FS_SMALL,
+    INK,
+    MUTED,
+    ROLES,
+    WEIGHT_BAR,
+    arrow,
+    bars,
+    box,
+    dot,
+    line,
+    matrix,
+    mix,
+    new_figure,
+    outline,
+    text,
+    vector,
+    weight_color,
+)
 
 
 def ntm():
@@ -68,7 +86,7 @@ def ntm():
     text(ax, av.x1 + 0.08, ye, "add $a_t$", fs=FS_SMALL, ha="left")
     yb = 0.78
     line(ax, (wh.cx, wh.y0), (wh.cx, yb), (av.cx, yb))
-    ax.add_patch(Circle((ev.cx, yb), 0.03, color=INK, zorder=4))
+    dot(ax, ev.cx, yb)
     arrow(ax, (ev.cx, yb), ev.bottom)
     arrow(ax, (av.cx, yb), av.bottom)
     text(ax, 4.6, 0.38, "write:  " + r"$\mathbf{M}_t(i) = \mathbf{M}_{t-1}(i)\,[\mathbf{1} - w^w_t(i)\,e_t]"
@@ -82,9 +100,8 @@ def ntm():
     text(ax, g.x1 + 0.1, g.y1 + 0.12, "$i$", fs=FS_SMALL, color=MUTED, ha="left")
     # the rows the two heads mostly use
     for i, role_edge, ls in [(3, out.edge, "-"), (5, INK, "--")]:
-        ax.add_patch(__import__("matplotlib").patches.Rectangle(
-            (g.x0 - 0.03, row_y[i] - cell / 2 - 0.02), g.w + 0.06, cell + 0.04, facecolor="none",
-            edgecolor=role_edge, lw=1.8, ls=ls, zorder=5))
+        outline(ax, g.x0 - 0.03, row_y[i] - cell / 2 - 0.02, g.w + 0.06, cell + 0.04,
+                color=role_edge, lw=1.8, ls=ls)
     text(ax, g.x1 + 0.35, row_y[3] - 0.05, "read mostly from row 3", fs=FS_SMALL, color=out.text,
          ha="left")
     text(ax, g.x1 + 0.35, row_y[5] - 0.05, "write mostly to row 5", fs=FS_SMALL, color=INK,
@@ -137,7 +154,7 @@ def addressing():
         colors = [ACCENT if (k == 3 and v == vals.max()) else WEIGHT_BAR for v in vals]
         bars(ax, cx - cw / 2, yc, vals, cw, chh, vmax=1.0, gap=0.3, colors=colors)
         for i in rows:
-            text(ax, cx - cw / 2 + (i + 0.5) * cw / 8, yc - 0.13, str(i), fs=FS_SMALL - 1,
+            text(ax, cx - cw / 2 + (i + 0.5) * cw / 8, yc - 0.13, str(i), fs=FS_SMALL,
                  color=MUTED)
         text(ax, cx - cw / 2 + 0.02, yc + chh + 0.05, lbl, fs=FS + 2, ha="left")
         top = int(np.argmax(vals))
@@ -172,7 +189,7 @@ def addressing():
     sx0 = b.cx - 0.6
     bars(ax, sx0, yp - 0.35, n["s"], 0.5, 0.5, vmax=1.0, gap=0.3, color=q.edge)
     for j, lbl in enumerate(["−1", "0", "+1"]):
-        text(ax, sx0 + (j + 0.5) * 0.5 / 3, yp - 0.47, lbl, fs=FS_SMALL - 1, color=MUTED)
+        text(ax, sx0 + (j + 0.5) * 0.5 / 3, yp - 0.47, lbl, fs=FS_SMALL, color=MUTED)
     text(ax, sx0 + 0.25, yp + 0.3, "$s_t$", fs=FS_SMALL, color=q.text)
     text(ax, b.cx + 0.05, yp + 0.0, "shift weighting:\n$+1$ moves down a row", fs=FS_SMALL,
          color=q.text, linespacing=1.2, ha="left")

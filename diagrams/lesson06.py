@@ -1,8 +1,22 @@
 """Lesson 06: the pointer network, sorting four numbers."""
 import numpy as np
 
-from .style import (ACCENT, FS, FS_SMALL, INK, MUTED, ROLES, WEIGHT_BAR, arrow, box, curved_arrow,
-                    legend, line, new_figure, rect, text)
+from .style import (
+    ACCENT,
+    FS,
+    FS_SMALL,
+    MUTED,
+    ROLES,
+    WEIGHT_BAR,
+    arrow,
+    box,
+    curved_arrow,
+    legend,
+    line,
+    new_figure,
+    rect,
+    text,
+)
 
 
 def pointer_network():
@@ -62,7 +76,7 @@ def pointer_network():
                 col = ACCENT if j == order[i] else WEIGHT_BAR
                 rect(ax, xc - step * 0.35, y0, step * 0.7, bh * wgt, col, lw=0.5)
             chosen = j == order[i]
-            text(ax, xc, y0 - 0.1, f"{j + 1}", fs=FS_SMALL - 1, color=ACCENT if chosen else MUTED,
+            text(ax, xc, y0 - 0.1, f"{j + 1}", fs=FS_SMALL, color=ACCENT if chosen else MUTED,
                  weight="bold" if chosen else "normal")
         line(ax, (x0 - 0.03, y0), (x0 + bw_tot + 0.03, y0), color=MUTED, lw=0.9)
         jc = order[i]

@@ -8,12 +8,24 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from course_utils.plotting import plot_learning_curves, show_attention  # noqa: E402
+from tests.figure_check import figure_problems  # noqa: E402
 
 
-@pytest.mark.parametrize("shape, panels", [((3, 5), 1), ((1, 3, 5), 1), ((2, 3, 5), 2), ((6, 3, 5), 8), ((2, 4, 3, 5), 8)])
-def test_show_attention_grids(shape, panels):
-    fig = show_attention(torch.rand(shape), x_labels=list("abcde"), y_labels=list("xyz"))
+@pytest.mark.parametrize("shape, panels", [((3, 5), 1), ((1, 3, 5), 1), ((2, 3, 5), 2), ((6, 3, 5), 6),
+                                           ((2, 4, 3, 5), 8)])
+def test_show_attention_grids_pass_the_figure_check(shape, panels):
+    fig = show_attention(torch.rand(shape), x_labels=list("abcde"), y_labels=list("xyz"), title="t")
     assert len([ax for ax in fig.axes if ax.images]) == panels
+    assert figure_problems(fig) == []
+    plt.close(fig)
+
+
+def test_long_sentences_keep_the_figure_within_a_notebook_width():
+    words = [f"w{i}" for i in range(40)]
+    fig = show_attention(torch.rand(30, 40), x_labels=words, y_labels=words[:30], title="long")
+    assert fig.get_size_inches()[0] <= 9.5 + 1e-6
+    labels = fig.axes[0].get_xticklabels()
+    assert labels and labels[0].get_fontsize() >= 6
     plt.close(fig)
 
 

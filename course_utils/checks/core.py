@@ -19,7 +19,8 @@ course_utils.checks.core.ExerciseError: ✘ double: you returned x itself
 >>> def stub(x):
 ...     raise NotImplementedError()
 >>> double(stub)
-○ double: not implemented yet. Replace `raise NotImplementedError()` in the exercise cell with your code, run that cell, then run this check again.
+○ double: not implemented yet. Replace `raise NotImplementedError()` in the exercise cell with your
+code, run that cell, then run this check again.
 
 What a learner sees:
 - right: one line with ✔, and nothing else (the check returns None, so no stray output);

@@ -1,18 +1,18 @@
 """Checks for lesson 10 (translation on Multi30k): the learning-rate schedule, the label-smoothed
 loss, and one step of beam search. Each compares the learner's function with the reference in
-course_utils (translate.noam_lr, translate.label_smoothed_loss, decoding.beam_step)."""
+course_utils (training.noam_lr, training.label_smoothed_loss, decoding.beam_step)."""
 import numpy as np
 import torch
 
 from ..decoding import beam_step as ref_beam_step
-from ..translate import label_smoothed_loss as ref_loss
-from ..translate import noam_lr as ref_noam
-from .core import call, exercise, expect, expect_close, expect_shape, rng
+from ..training import label_smoothed_loss as ref_loss
+from ..training import noam_lr as ref_noam
+from .core import call, exercise, expect, expect_close, expect_returns, expect_shape, rng
 
 __all__ = ["noam_lr", "label_smoothed_loss", "beam_step"]
 
 
-@exercise("learning-rate schedule (noam_lr)")
+@exercise("learning-rate schedule (noam_lr)", reference=ref_noam)
 def noam_lr(fn):
     tests = 0
     for d_model, warmup in ((512, 4000), (256, 400), (64, 10)):
@@ -30,6 +30,10 @@ def noam_lr(fn):
                 d_model ** -0.5 * np.maximum(s ** -0.5, s * warmup ** -1.5),
             "the decay part should be step^-0.5 (inverse square root), not 1/step":
                 d_model ** -0.5 * np.minimum(s ** -1.0, s * warmup ** -1.5),
+            "off by one step: steps count from 1, use `step` as it is given (not step + 1 or step - 1)":
+                d_model ** -0.5 * np.minimum((s + 1) ** -0.5, (s + 1) * warmup ** -1.5),
+            "off by one step: steps count from 1, use `step` as it is given (not step - 1)":
+                d_model ** -0.5 * np.minimum(np.maximum(s - 1, 1e-9) ** -0.5, (s - 1) * warmup ** -1.5),
         }
         expect_close(got, expected, f"noam_lr(step, d_model={d_model}, warmup_steps={warmup}) for steps {steps}",
                      mistakes=mistakes, rtol=1e-6, atol=1e-12)
@@ -48,7 +52,15 @@ def _loss_inputs(seed, B=3, T=6, V=9, pad_id=0):
     return logits, target
 
 
-@exercise("label-smoothed loss")
+def _wrong_axis_loss(logits, target, eps, pad_id=0):
+    """The loss with log_softmax over the positions (dim 1) instead of the vocabulary."""
+    log_p = torch.log_softmax(logits, dim=1)
+    nll = -log_p.gather(-1, target[..., None])[..., 0]
+    keep = (target != pad_id).float()
+    return ((((1 - eps) * nll + eps * -log_p.mean(-1)) * keep).sum() / keep.sum())
+
+
+@exercise("label-smoothed loss", reference=ref_loss)
 def label_smoothed_loss(fn):
     tests = 0
     for seed, eps in ((0, 0.1), (1, 0.2), (2, 0.0)):
@@ -79,6 +91,8 @@ def label_smoothed_loss(fn):
                 (((1 - eps) * nll + eps * others) * keep).sum() / keep.sum(),
             "the loss is returned as a sum: return the mean over the non-padding tokens":
                 (smoothed * keep).sum(),
+            "the softmax runs over the wrong axis: log_softmax over the LAST axis (the vocabulary, V)":
+                _wrong_axis_loss(logits, target, eps),
         }
         expect_close(got, expected, f"label_smoothed_loss(logits, target, smoothing={eps})",
                      mistakes=mistakes, rtol=1e-4, atol=1e-5)
@@ -86,28 +100,27 @@ def label_smoothed_loss(fn):
     return tests
 
 
-@exercise("one beam-search step (beam_step)")
+@exercise("one beam-search step (beam_step)", reference=ref_beam_step)
 def beam_step(fn):
     tests = 0
-    for seed, K, V in ((0, 3, 7), (1, 4, 5), (2, 2, 11)):
+    for seed, beam_size, V in ((0, 3, 7), (1, 4, 5), (2, 2, 11)):
         g = rng(seed)
-        scores = torch.tensor(np.sort(g.normal(-3, 1.5, size=K))[::-1].copy(), dtype=torch.float32)
-        log_probs = torch.log_softmax(torch.tensor(g.normal(0, 2, size=(K, V)), dtype=torch.float32), -1)
-        out = call(fn, scores.clone(), log_probs.clone(), K)
-        expect(isinstance(out, (tuple, list)) and len(out) == 3,
-               "return three tensors: (new_scores, origin, token).")
-        new_scores, origin, token = out
+        scores = torch.tensor(np.sort(g.normal(-3, 1.5, size=beam_size))[::-1].copy(), dtype=torch.float32)
+        log_probs = torch.log_softmax(torch.tensor(g.normal(0, 2, size=(beam_size, V)), dtype=torch.float32), -1)
+        ref = ref_beam_step(scores, log_probs, beam_size)
+        new_scores, origin, token = expect_returns(call(fn, scores.clone(), log_probs.clone(), beam_size), ref,
+                                                   ("new_scores", "origin", "token"))
         for x, what in ((new_scores, "new_scores"), (origin, "origin"), (token, "token")):
-            expect_shape(x, (K,), what)
+            expect_shape(x, (beam_size,), what)
         got = np.stack([np.asarray(new_scores, dtype=np.float64) if not torch.is_tensor(new_scores)
                         else new_scores.detach().double().numpy(),
                         torch.as_tensor(origin).double().numpy(), torch.as_tensor(token).double().numpy()])
-        ref = ref_beam_step(scores, log_probs, K)
         expected = np.stack([r.double().numpy() for r in ref])
 
         def as_out(s, o, t):
             return np.stack([np.asarray(s, np.float64), np.asarray(o, np.float64), np.asarray(t, np.float64)])
 
+        K = beam_size
         flat_lp = log_probs.flatten()
         top_lp, idx_lp = flat_lp.topk(K)
         per_beam = (scores[:, None] + log_probs).max(-1)
@@ -119,12 +132,12 @@ def beam_step(fn):
                 as_out(top_lp, idx_lp // V, idx_lp % V),
             "the new scores are only the new token's log-probability: add the prefix score scores[k]":
                 as_out(flat_lp[idx], idx // V, idx % V),
-            "each beam kept only its own best token: choose the K best candidates over ALL K x V "
-            "(beam, token) pairs, so one good beam may produce several":
+            "each beam kept only its own best token: choose the beam_size best candidates over ALL "
+            "beam_size x V (prefix, token) pairs, so one good prefix may produce several":
                 as_out(per_beam.values, torch.arange(K), per_beam.indices),
             "origin and token are swapped: with the (K, V) scores flattened, origin = index // V and "
             "token = index % V": as_out(top, idx % V, idx // V),
-            "these are the LOWEST scores: take the K largest (torch.topk)":
+            "these are the LOWEST scores: take the beam_size largest (torch.topk)":
                 as_out(low, idx_low // V, idx_low % V),
         }
         expect_close(got, expected, "(new_scores, origin, token) stacked as rows", mistakes=mistakes,
