@@ -1,9 +1,14 @@
 """Settings for every pytest run from the repository root (tests/ and the notebooks under nbval):
-fast sizes, offline data, no progress file, a plot backend that checks every figure, slow tests opt-in."""
+fast sizes, offline data, no progress file, a plot backend that checks every figure, slow tests opt-in,
+and one rule for the tests that need Multi30k (tests/multi30k_rule.py: run, skip offline, fail in CI)."""
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+
+pytest_plugins = ["tests.multi30k_rule"]
 
 ROOT = Path(__file__).resolve().parent
 
@@ -13,6 +18,11 @@ os.environ.setdefault("COURSE_PROGRESS", "off")  # tests never write a learner's
 # the kernels draw with a backend that checks it (tests/figure_check.py) and import it from here.
 os.environ.setdefault("MPLBACKEND", "module://tests.figure_check")
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+# Training runs of the tests (lesson 10's notebook, the grader's kernels) go to a folder of their own,
+# removed at the end, never to the learner's runs/ folder.
+_RUNS = None if "COURSE_RUNS_DIR" in os.environ else tempfile.mkdtemp(prefix="course-test-runs-")
+if _RUNS:
+    os.environ["COURSE_RUNS_DIR"] = _RUNS
 _shared = ROOT.parent / "shared" / "data"
 if "COURSE_DATA_DIR" not in os.environ and (_shared / "multi30k").is_dir():
     os.environ["COURSE_DATA_DIR"] = str(_shared)
@@ -25,3 +35,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _RUNS:
+        shutil.rmtree(_RUNS, ignore_errors=True)

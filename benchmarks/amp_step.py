@@ -11,11 +11,14 @@ the tokens per second of each and their ratio (medians).
 """
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 
-from course_utils import translate as tr
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import course_function, load, machine  # noqa: E402
 
 
 def main():
@@ -27,8 +30,9 @@ def main():
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    cfg = tr.make_config("cpu")
-    model = tr.build_model(cfg, cfg.vocab_size)
+    cfg = course_function("make_config")("cpu")
+    model = course_function("build_model")(cfg, cfg.vocab_size)
+    label_smoothed_loss = course_function("label_smoothed_loss", "course_utils.training")
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     src = torch.randint(4, cfg.vocab_size, (args.sentences, args.length))
     tgt = torch.randint(4, cfg.vocab_size, (args.sentences, args.length + 1))
@@ -38,7 +42,7 @@ def main():
         start = time.perf_counter()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bf16"):
             logits = model(src, tgt[:, :-1])
-            loss = tr.label_smoothed_loss(logits.float(), tgt[:, 1:], cfg.label_smoothing)
+            loss = label_smoothed_loss(logits.float(), tgt[:, 1:], cfg.label_smoothing)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -51,7 +55,7 @@ def main():
             if i >= 2:
                 times[mode].append(t)
     speed = {mode: tokens / statistics.median(ts) for mode, ts in times.items()}
-    print(f"cpu-preset Transformer, batch {args.sentences}x{args.length} tokens, {args.threads} thread(s)")
+    print(f"cpu-preset Transformer, batch {args.sentences}x{args.length} tokens; {machine()}; {load()}")
     for mode, tps in speed.items():
         print(f"  {mode}: {tps:8,.0f} tokens/s (median of {args.steps} steps)")
     print(f"  bf16 / fp32 speed ratio: {speed['bf16'] / speed['fp32']:.2f}")

@@ -12,8 +12,10 @@ Masks are boolean, True = may attend (keep), False = masked out: the convention 
 weights and a zero output, never NaN.
 
 Without `need_weights` the attention goes through torch's fused kernel (flash / memory-efficient
-attention on a GPU); with `need_weights=True` it is computed step by step and the weights are
-returned (for plots).
+attention on a GPU), except on a CPU in bf16/fp16 or for a single query, where the explicit formula
+is faster; with `need_weights=True` it is computed step by step and the weights are returned (for
+plots). For decoding one token at a time, MultiHeadAttention keeps keys and values between steps
+(`project_kv`, `attend_cached`, `extend_cache`: a key/value cache, lesson 10).
 """
 import math
 
@@ -47,14 +49,22 @@ def attention_weights(q, k, mask=None):
     """softmax(q kᵀ / √d_k) over the keys, masked positions set to 0; rows with no key allowed -> all 0.
 
     q: (B, ..., T_q, d_k), k: (B, ..., T_k, d_k), mask: bool, broadcastable to (B, ..., T_q, T_k).
+    The softmax runs in float32 (also under bf16 autocast); the weights come back in q's dtype.
     """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, ..., T_q, T_k)
     mask = check_mask(mask, scores.shape)
     if mask is None:
-        return scores.softmax(dim=-1)
+        return scores.softmax(dim=-1, dtype=torch.float32).to(scores.dtype)
     has_key = mask.any(dim=-1, keepdim=True)                   # rows with at least one key allowed
     scores = scores.masked_fill(~(mask | ~has_key), float("-inf"))  # fully masked rows stay finite...
-    return scores.softmax(dim=-1) * has_key                    # ...and are zeroed here (no NaN)
+    return (scores.softmax(dim=-1, dtype=torch.float32) * has_key).to(scores.dtype)  # ...zeroed here (no NaN)
+
+
+def _fused_kernel_is_slower(q):
+    """On a CPU, torch's fused attention kernel (2.13) is slower than the explicit formula in bf16 or
+    fp16 (4-6x at Multi30k's lengths, forward and backward, up to T = 256), and for ONE query (a
+    decoding step: 2-7x); measured with benchmarks/attention_kernels.py."""
+    return q.device.type == "cpu" and (q.dtype in (torch.bfloat16, torch.float16) or q.size(-2) == 1)
 
 
 def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0, need_weights=False):
@@ -66,10 +76,11 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0, need_weights
     Returns out (B, ..., T_q, d_v), or (out, weights (B, ..., T_q, T_k)) when need_weights.
     """
     _check_qkv(q, k, v)
-    if need_weights:
+    if need_weights or _fused_kernel_is_slower(q):
         weights = attention_weights(q, k, mask)
         dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
-        return dropped @ v, weights
+        out = dropped @ v
+        return (out, weights) if need_weights else out
     scores_shape = q.shape[:-1] + k.shape[-2:-1]
     mask = check_mask(mask, scores_shape)
     if mask is None or (_CPU_SDPA_HANDLES_EMPTY_ROWS and q.device.type == "cpu"):
@@ -93,6 +104,11 @@ def padding_mask(tokens, pad_id):
         raise ValueError(f"tokens must be a (B, T) tensor of token ids, got "
                          f"{tuple(tokens.shape) if torch.is_tensor(tokens) else type(tokens).__name__}")
     return (tokens != pad_id)[:, None, None, :]
+
+
+def _rows(bias, start, stop):
+    """bias[start:stop], or None for a layer without bias."""
+    return None if bias is None else bias[start:stop]
 
 
 def split_heads(x, num_heads):
@@ -163,6 +179,10 @@ class MultiHeadAttention(nn.Module):
             mask = mask.unsqueeze(1)                                 # (B, 1, T_q, T_k): same for all heads
         q, k, v = self._project(query, key, value)                  # each (B, T, d_model)
         q, k, v = (split_heads(t, self.num_heads) for t in (q, k, v))  # each (B, h, T, d_head)
+        return self._attend(q, k, v, mask, need_weights)
+
+    def _attend(self, q, k, v, mask=None, need_weights=False):
+        """Projected heads q (B, h, T_q, d_head), k and v (B, h, T_k, d_head) -> (B, T_q, d_model) after W_O."""
         dropout_p = self.dropout if self.training else 0.0
         if need_weights or self.store_weights:
             out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p, need_weights=True)
@@ -170,6 +190,37 @@ class MultiHeadAttention(nn.Module):
         else:
             out = scaled_dot_product_attention(q, k, v, mask, dropout_p)
         return self.out_proj(merge_heads(out))                      # (B, T_q, d_model)
+
+    # ---- incremental decoding (lesson 10): keys and values kept between steps ------------------
+    # At decoding step t a decoder needs the attention of ONE new query. Its keys and values are
+    # those of the earlier positions, which do not change (the decoder is causal): keep them (a
+    # key/value cache) instead of projecting the whole prefix again at every step.
+    def project_kv(self, memory):
+        """K, V of `memory` (B, T_k, d_model), each (B, h, T_k, d_head): for a cross-attention, computed
+        once per sentence and reused at every decoding step."""
+        w_kv, b_kv = self.in_proj.weight[self.d_model:], _rows(self.in_proj.bias, self.d_model, None)
+        k, v = F.linear(memory, w_kv, b_kv).chunk(2, dim=-1)        # each (B, T_k, d_model)
+        return split_heads(k, self.num_heads), split_heads(v, self.num_heads)
+
+    def attend_cached(self, query, k, v, mask=None):
+        """Queries (B, T_q, d_model) against keys and values already projected (project_kv), each
+        (B, h, T_k, d_head); mask broadcastable to (B, h, T_q, T_k). Returns (B, T_q, d_model)."""
+        w_q, b_q = self.in_proj.weight[:self.d_model], _rows(self.in_proj.bias, 0, self.d_model)
+        q = split_heads(F.linear(query, w_q, b_q), self.num_heads)  # (B, h, T_q, d_head)
+        return self._attend(q, k, v, mask)
+
+    def extend_cache(self, x, cache=None, mask=None):
+        """Self-attention of the NEWEST position x (B, 1, d_model) over itself and the cached earlier ones.
+
+        cache: (K, V), each (B, h, t, d_head), the keys and values of positions 0..t-1 (None at the
+        first step). x's key and value are appended; mask, broadcastable to (B, h, 1, t+1), may hide
+        some of the t+1 keys. Returns (out (B, 1, d_model), (K, V) each (B, h, t+1, d_head)).
+        """
+        q, k, v = (split_heads(p, self.num_heads)                   # each (B, h, 1, d_head)
+                   for p in F.linear(x, self.in_proj.weight, self.in_proj.bias).chunk(3, dim=-1))
+        if cache is not None:
+            k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)  # (B, h, t+1, d_head)
+        return self._attend(q, k, v, mask), (k, v)
 
     @torch.no_grad()
     def load_from_torch(self, mha):
@@ -210,7 +261,8 @@ def sinusoidal_positional_encoding(max_len, d_model, interleaved=True):
 
 
 class PositionalEncoding(nn.Module):
-    """x + PE[:T], then dropout. x: (B, T, d_model). The table is a buffer (saved, not trained)."""
+    """x + PE[offset:offset+T], then dropout. x: (B, T, d_model); offset = the position of x's first
+    row (0, or t when decoding step t alone). The table is a buffer (saved, not trained)."""
 
     def __init__(self, d_model, max_len=5000, dropout=0.0, interleaved=True):
         super().__init__()
@@ -218,12 +270,12 @@ class PositionalEncoding(nn.Module):
         self.register_buffer("pe", sinusoidal_positional_encoding(max_len, d_model, interleaved),
                              persistent=False)
 
-    def forward(self, x):
-        T = x.size(1)
+    def forward(self, x, offset=0):
+        T = offset + x.size(1)
         if T > self.pe.size(0):
             raise ValueError(f"sequence length {T} exceeds max_len={self.pe.size(0)}: build the "
                              "PositionalEncoding with a larger max_len (the sinusoids extend to any length)")
-        return self.dropout(x + self.pe[:T])
+        return self.dropout(x + self.pe[offset:T])
 
 
 class LearnedPositionalEncoding(nn.Module):
@@ -238,9 +290,9 @@ class LearnedPositionalEncoding(nn.Module):
         self.pe = nn.Embedding(max_len, d_model)
         nn.init.normal_(self.pe.weight, std=0.02)
 
-    def forward(self, x):
-        T = x.size(1)
+    def forward(self, x, offset=0):
+        T = offset + x.size(1)
         if T > self.pe.num_embeddings:
             raise ValueError(f"sequence length {T} exceeds max_len={self.pe.num_embeddings}: a learned "
                              "table has no entry for positions it was not built with")
-        return self.dropout(x + self.pe.weight[:T])
+        return self.dropout(x + self.pe.weight[offset:T])

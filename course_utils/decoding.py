@@ -22,7 +22,9 @@ Beam search keeps the `beam_size` best prefixes by total log-probability
 and ranks finished hypotheses by score / lp(length) with the GNMT length penalty
     lp(L) = ((5 + L) / 6) ** length_penalty      (0 = no penalty; larger favours longer output).
 A finished hypothesis stays in its beam, extended by <pad> at log-probability 0, so it competes
-with the open ones at its final score. <pad> and <bos> are never generated.
+with the open ones at its final score. <pad> and <bos> are never generated. In both searches a
+sentence that is done (greedy: its <eos>; beam: every beam finished) leaves the batch
+(`reorder_decoding_state` keeps the other rows), so later steps cost only the sentences still going.
 """
 import contextlib
 from typing import List, NamedTuple
@@ -116,26 +118,37 @@ def greedy_decode(model, src, bos_id, eos_id, pad_id=0, max_len=None, use_cache=
 
     src (B, S) -> tokens (B, L) without <bos>, L <= max_len; after its <eos> a sentence is padded
     with `pad_id`. With return_weights, also the attention over the source at each step (B, L, S)
-    (None when the model does not keep it).
+    (zeros after a sentence's <eos>; None when the model does not keep it). A sentence that has
+    produced its <eos> leaves the batch: the steps after it cost only the sentences still going.
     """
     max_len = default_max_len(src, pad_id) if max_len is None else max_len
+    B = src.size(0)
     with _evaluating(model):
         decoder = _Decoder(model, src, pad_id, use_cache)
-        y = torch.full((src.size(0),), bos_id, dtype=torch.long, device=src.device)
-        done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-        tokens, weights = [], []
-        for _ in range(max_len):
-            y = decoder.log_probs(y, banned=(pad_id, bos_id)).argmax(-1)       # (B,)
+        rows = torch.arange(B, device=src.device)                          # (n,) sentence of each row
+        y = torch.full((B,), bos_id, dtype=torch.long, device=src.device)
+        tokens = src.new_full((B, max_len), pad_id)
+        weights, steps = None, 0
+        for t in range(max_len):
+            y = decoder.log_probs(y, banned=(pad_id, bos_id)).argmax(-1)       # (n,)
+            tokens[rows, t] = y
             if return_weights and decoder.attn_weights is not None:
-                weights.append(decoder.attn_weights)
-            tokens.append(y.masked_fill(done, pad_id))
-            done |= y == eos_id
-            if done.all():
+                w = decoder.attn_weights                                   # (n, S)
+                if weights is None:
+                    weights = w.new_zeros((B, max_len, w.size(-1)))
+                weights[rows, t] = w
+            steps = t + 1
+            going = y != eos_id
+            if not going.any():
                 break
-        tokens = torch.stack(tokens, 1) if tokens else src.new_zeros((src.size(0), 0))
+            if not going.all():                                            # finished sentences leave
+                keep = going.nonzero().squeeze(1)
+                decoder.reorder(keep)
+                rows, y = rows[keep], y[keep]
+        tokens = tokens[:, :steps]
     if not return_weights:
         return tokens
-    return tokens, (torch.stack(weights, 1) if weights else None)
+    return tokens, (weights[:, :steps] if weights is not None else None)
 
 
 def beam_step(scores, log_probs, beam_size):
@@ -157,53 +170,73 @@ def length_penalty_factor(length, alpha):
     return ((5.0 + length) / 6.0) ** alpha
 
 
+def _hypotheses(scores, lengths, tokens, eos_id, length_penalty, n_best):
+    """The n_best finished hypotheses of ONE sentence, from its beams' scores (k,), lengths (k,) and
+    tokens (k, 1 + t) (<bos> first), ranked by score / lp(length)."""
+    ranked = scores / length_penalty_factor(lengths.float(), length_penalty)
+    hyps = []
+    for j in [j for j in ranked.argsort(descending=True).tolist() if torch.isfinite(scores[j])][:n_best]:
+        ids = tokens[j, 1:1 + int(lengths[j])].tolist()
+        if ids and ids[-1] == eos_id:
+            ids = ids[:-1]
+        hyps.append(Hypothesis(ids, float(ranked[j]), float(scores[j]), int(lengths[j])))
+    return hyps
+
+
 @torch.no_grad()
 def beam_search(model, src, bos_id, eos_id, pad_id=0, beam_size=5, max_len=None, length_penalty=0.6,
                 n_best=1, use_cache=True):
     """Beam search for every sentence of `src` (B, S); returns B lists of `n_best` Hypothesis.
 
     The encoder runs once; its output (and, with the cache, every layer's keys and values) is
-    repeated for the beams and reordered with them.
+    repeated for the beams and reordered with them. A sentence whose beams have all finished leaves
+    the batch: the steps after it cost only the sentences still going.
     """
     if n_best > beam_size:
         raise ValueError(f"n_best={n_best} cannot exceed beam_size={beam_size}")
-    B, device = src.size(0), src.device
+    B, k, device = src.size(0), beam_size, src.device
     max_len = default_max_len(src, pad_id) if max_len is None else max_len
+    results = [None] * B
     with _evaluating(model):
         decoder = _Decoder(model, src, pad_id, use_cache)
-        decoder.reorder(torch.arange(B, device=device).repeat_interleave(beam_size))    # (B * beam_size) rows
-        y = torch.full((B * beam_size,), bos_id, dtype=torch.long, device=device)
-        tokens = y[:, None]
-        scores = torch.full((B, beam_size), float("-inf"), device=device)
+        decoder.reorder(torch.arange(B, device=device).repeat_interleave(k))    # (B * k) rows
+        sentences = torch.arange(B, device=device)                     # (b,) sentences still decoding
+        y = torch.full((B * k,), bos_id, dtype=torch.long, device=device)
+        tokens = y[:, None]                                            # (b * k, 1 + t)
+        scores = torch.full((B, k), float("-inf"), device=device)
         scores[:, 0] = 0.0                                             # all beams start identical: keep one
-        finished = torch.zeros(B * beam_size, dtype=torch.bool, device=device)
-        lengths = torch.zeros(B * beam_size, dtype=torch.long, device=device)
-        base = (torch.arange(B, device=device) * beam_size)[:, None]   # (B, 1) first row of each sentence
+        finished = torch.zeros(B * k, dtype=torch.bool, device=device)
+        lengths = torch.zeros(B * k, dtype=torch.long, device=device)
+        beam = torch.arange(k, device=device)
         for _ in range(max_len):
-            log_probs = decoder.log_probs(y, banned=(pad_id, bos_id))    # (B * beam_size, V)
-            log_probs[finished] = float("-inf")                        # a finished beam only pads, at no cost
-            log_probs[finished, pad_id] = 0.0
-            scores, origin, token = beam_step(scores, log_probs.view(B, beam_size, -1), beam_size)
-            rows = (base + origin).view(-1)                            # (B * beam_size,) the prefixes extended
+            b = sentences.numel()
+            log_probs = decoder.log_probs(y, banned=(pad_id, bos_id))    # (b * k, V)
+            if finished.any():                                         # a finished beam only pads, at no cost
+                log_probs[finished] = float("-inf")
+                log_probs[finished, pad_id] = 0.0
+            scores, origin, token = beam_step(scores, log_probs.view(b, k, -1), k)
+            rows = (torch.arange(b, device=device)[:, None] * k + origin).view(-1)   # (b * k,) prefixes extended
             y = token.view(-1)
             lengths = lengths[rows] + (~finished[rows]).long()
             finished = finished[rows] | (y == eos_id)
             tokens = torch.cat([tokens[rows], y[:, None]], dim=1)
-            if finished.all():
-                break
+            done = finished.view(b, k).all(1)                          # (b,) every beam finished
+            if done.any():
+                for i in done.nonzero().flatten().tolist():
+                    results[int(sentences[i])] = _hypotheses(scores[i], lengths[i * k:(i + 1) * k],
+                                                             tokens[i * k:(i + 1) * k], eos_id, length_penalty,
+                                                             n_best)
+                if done.all():
+                    break
+                going = (~done).nonzero().flatten()                    # the other sentences go on
+                keep = (going[:, None] * k + beam).view(-1)
+                rows, y, lengths, finished, tokens = rows[keep], y[keep], lengths[keep], finished[keep], tokens[keep]
+                scores, sentences = scores[going], sentences[going]
             decoder.reorder(rows)
-    ranked = (scores.view(-1) / length_penalty_factor(lengths.float(), length_penalty)).view(B, beam_size)
-    results = []
-    for b in range(B):
-        order = [k for k in ranked[b].argsort(descending=True).tolist() if torch.isfinite(scores[b, k])]
-        hyps = []
-        for k in order[:n_best]:
-            row = b * beam_size + k
-            ids = tokens[row, 1:1 + int(lengths[row])].tolist()
-            if ids and ids[-1] == eos_id:
-                ids = ids[:-1]
-            hyps.append(Hypothesis(ids, float(ranked[b, k]), float(scores[b, k]), int(lengths[row])))
-        results.append(hyps)
+    for i, sentence in enumerate(sentences.tolist()):                  # stopped by max_len
+        if results[sentence] is None:
+            results[sentence] = _hypotheses(scores[i], lengths[i * k:(i + 1) * k], tokens[i * k:(i + 1) * k],
+                                            eos_id, length_penalty, n_best)
     return results
 
 

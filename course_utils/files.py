@@ -14,6 +14,10 @@ import tempfile
 from pathlib import Path
 
 
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
 @contextlib.contextmanager
 def atomic_open(path, mode="w", encoding=None):
     """Open a temporary file beside `path`; on success, flush it to disk and rename it onto `path`."""
@@ -22,6 +26,7 @@ def atomic_open(path, mode="w", encoding=None):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    os.chmod(tmp, 0o666 & ~_UMASK)        # mkstemp makes the file private (0600): give it the usual mode
     try:
         with os.fdopen(fd, mode, encoding=encoding or ("utf-8" if mode == "w" else None)) as f:
             yield f

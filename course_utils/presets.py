@@ -81,7 +81,7 @@ PRESETS = {
                   threads=1),
     # A learner's laptop / this 2-core machine: ~7.6M parameters, bf16 autocast on the CPU.
     "cpu": dict(vocab_size=8000, d_model=256, num_heads=4, num_layers=3, d_ff=1024, dropout=0.1,
-                epochs=12, batch_tokens=2048, lr=2e-3, warmup_steps=300, average_last=3, beam_size=5,
+                epochs=11, batch_tokens=2048, lr=2e-3, warmup_steps=300, average_last=3, beam_size=5,
                 length_penalty=0.6, val_bleu_pairs=500),
     # A Colab GPU: a bigger model, more dropout, the full schedule.
     "gpu": dict(vocab_size=8000, d_model=512, num_heads=8, num_layers=4, d_ff=2048, dropout=0.3,

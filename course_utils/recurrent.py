@@ -1,18 +1,26 @@
 """Recurrent encoder-decoder models (lessons 02-04): seq2seq with and without attention.
 
     Encoder            GRU over the source; h (B, S, d_enc) and the final state (B, d_enc)
+    bidirectional_states  h_i = [fwd h_i; bwd h_i] and the final states [fwd h_n; bwd h_1] (lesson 03)
     Decoder            GRU decoder started from the encoder's final state (the fixed-length context)
     Seq2Seq            Encoder + Decoder (Sutskever et al. 2014; Cho et al. 2014)
     AttentionDecoder   s_t = GRU(s_{t-1}, [y_{t-1}; c_t]), c_t from attention over h (Bahdanau et al. 2015)
     AttentionSeq2Seq   bidirectional Encoder + AttentionDecoder
-    greedy_decode      feed back the most likely token, step by step
     sequence_loss      cross-entropy over the real target tokens (padding masked out)
+    accuracy_by_length greedy decoding's token accuracy, per source length
 
 Both models share one interface, so decoding and evaluation work for either:
     h, s, mask = model.encode(src, lengths)            # mask (B, S): True at real source tokens
     logits, s = model.step(y_prev, s, h, mask)         # one decoder step, y_prev (B,)
     logits = model(src, lengths, tgt_in)               # teacher forcing, (B, T, vocab)
+and the course's decoding protocol (`course_utils.decoding`), so that the one greedy decoder and
+the one beam search of the course decode them like the Transformer:
+    state = model.start_decoding(src, pad_id)          # runs the encoder once -> DecodingState
+    logits, state = model.decode_step(y_prev, state)   # (N, V); state.attn_weights (N, S) or None
+    state = model.reorder_decoding_state(state, rows)  # keep / repeat rows (beams)
 """
+from typing import NamedTuple, Optional
+
 import numpy as np
 import torch
 import torch.nn as nn
@@ -20,6 +28,7 @@ import torch.nn.functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .data.sequences import BOS_ID, EOS_ID, PAD_ID, by_length, collate
+from .decoding import greedy_decode
 from .scores import AdditiveAttention, Attention
 
 
@@ -54,6 +63,20 @@ class Encoder(nn.Module):
         return h, s
 
 
+def bidirectional_states(h_fwd, h_bwd, lengths):
+    """The two directions of a bidirectional encoder, put together (lesson 03).
+
+    h_fwd, h_bwd (B, S, d): the forward GRU's state at each position (it has read tokens 1..i) and
+    the backward GRU's (it has read tokens n..i), zeros at padding; lengths (B,) the real lengths n.
+    -> h (B, S, 2d) with h_i = [fwd h_i; bwd h_i], and the final states (B, 2d) = [fwd h_n; bwd h_1]:
+    each direction's state after reading the whole sequence (what nn.GRU's h_n holds).
+    """
+    h = torch.cat([h_fwd, h_bwd], dim=-1)                                   # (B, S, 2d)
+    last = h_fwd[torch.arange(h_fwd.shape[0], device=h_fwd.device), lengths - 1]   # (B, d) at token n
+    first = h_bwd[:, 0]                                                     # (B, d) at token 1
+    return h, torch.cat([last, first], dim=-1)                              # (B, 2d)
+
+
 class Decoder(nn.Module):
     """s_t = GRU(s_{t-1}, embed(y_{t-1})), logits_t = W_out s_t; s_0 = the encoder's final state."""
 
@@ -76,7 +99,34 @@ class Decoder(nn.Module):
         return self.out(states)
 
 
-class Seq2Seq(nn.Module):
+class DecodingState(NamedTuple):
+    """What a recurrent model carries from one decoding step to the next (N rows: sentences or beams)."""
+    h: torch.Tensor                              # (N, S, d_enc) encoder states, computed once
+    s: torch.Tensor                              # (N, d_hidden) decoder state
+    mask: torch.Tensor                           # (N, S) True at real source tokens
+    attn_weights: Optional[torch.Tensor] = None  # (N, S) the last step's attention (attention models)
+
+
+class RecurrentDecoding:
+    """The decoding protocol of `course_utils.decoding` for a model with `encode` and `step`."""
+
+    def start_decoding(self, src, pad_id=PAD_ID):
+        """src (N, S) ids, padded with pad_id at the end -> the state before the first step."""
+        mask = src != pad_id                                                    # (N, S)
+        h, s, _ = self.encode(src, mask.sum(1))
+        return DecodingState(h, s, mask)
+
+    def decode_step(self, y_prev, state):
+        """y_prev (N,) ids -> logits (N, V) of the next token, and the new state."""
+        logits, s, alpha = self.step_with_weights(y_prev, state.s, state.h, state.mask)
+        return logits, state._replace(s=s, attn_weights=alpha)
+
+    def reorder_decoding_state(self, state, rows):
+        """Keep / repeat the rows (N',) of every tensor of the state (beam search)."""
+        return DecodingState(*(None if x is None else x[rows] for x in state))
+
+
+class Seq2Seq(RecurrentDecoding, nn.Module):
     """Encoder-decoder whose only link is the encoder's final state: the fixed-length bottleneck."""
 
     def __init__(self, vocab_size, d_emb=32, d_hidden=128):
@@ -90,6 +140,10 @@ class Seq2Seq(nn.Module):
 
     def step(self, y_prev, s_prev, h=None, mask=None):
         return self.decoder.step(y_prev, s_prev)      # h and mask are not used: no attention
+
+    def step_with_weights(self, y_prev, s_prev, h=None, mask=None):
+        logits, s = self.decoder.step(y_prev, s_prev)
+        return logits, s, None                        # no attention, no weights
 
     def forward(self, src, lengths, tgt_in):
         _, s, _ = self.encode(src, lengths)
@@ -125,7 +179,7 @@ class AttentionDecoder(nn.Module):
         return torch.stack(logits, dim=1)
 
 
-class AttentionSeq2Seq(nn.Module):
+class AttentionSeq2Seq(RecurrentDecoding, nn.Module):
     """Bidirectional encoder + attention decoder. `score` is any module (s, h) -> e (default additive);
     `attention` replaces the whole attention module (e.g. LocalPAttention)."""
 
@@ -146,6 +200,9 @@ class AttentionSeq2Seq(nn.Module):
         logits, s, _ = self.decoder.step(y_prev, s_prev, h, mask)
         return logits, s
 
+    def step_with_weights(self, y_prev, s_prev, h, mask):
+        return self.decoder.step(y_prev, s_prev, h, mask)          # logits, s, alpha (B, S)
+
     def forward(self, src, lengths, tgt_in):
         h, s, mask = self.encode(src, lengths)
         return self.decoder(tgt_in, s, h, mask)
@@ -164,24 +221,6 @@ def seq2seq_loss(model, batch):
     return sequence_loss(model(batch.src, batch.lengths, batch.tgt_in), batch.tgt_out)
 
 
-@torch.no_grad()
-def greedy_decode(model, src, lengths, max_len, bos_id=BOS_ID):
-    """Feed back the arg-max token for max_len steps: -> tokens (B, max_len) (cut at EOS yourself),
-    and the attention weights (B, max_len, S) if the model has an attention decoder, else None."""
-    model.eval()
-    h, s, mask = model.encode(src, lengths)
-    y = torch.full((src.shape[0],), bos_id, dtype=torch.long, device=src.device)
-    tokens, weights = [], []
-    attention = getattr(getattr(model, "decoder", None), "attention", None)
-    for _ in range(max_len):
-        logits, s = model.step(y, s, h, mask)
-        y = logits.argmax(dim=-1)
-        tokens.append(y)
-        if attention is not None:
-            weights.append(attention.attn_weights)
-    return torch.stack(tokens, 1), (torch.stack(weights, 1) if weights else None)
-
-
 def token_accuracy(pred, tgt):
     """Fraction of target positions predicted right; pred and tgt are 1-D id sequences (EOS excluded)."""
     pred, tgt = np.asarray(pred), np.asarray(tgt)
@@ -198,8 +237,7 @@ def accuracy_by_length(model, pairs, batch_size=500, device="cpu"):
         for start in range(0, len(group), batch_size):
             chunk = group[start:start + batch_size]
             batch = collate(chunk).to(device)
-            tokens, _ = greedy_decode(model, batch.src, batch.lengths, max_len=length + 1)
-            tokens = tokens.cpu().numpy()
+            tokens = greedy_decode(model, batch.src, BOS_ID, EOS_ID, PAD_ID, max_len=length + 1).cpu().numpy()
             for row, (_, tgt) in zip(tokens, chunk):
                 eos = np.flatnonzero(row == EOS_ID)
                 row = row[:eos[0]] if len(eos) else row

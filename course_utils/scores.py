@@ -12,6 +12,10 @@ context is c = sum_i alpha_i h_i (B, d_h).
     dot         s^T h_i                        Luong et al. 2015
     scaled_dot  s^T h_i / sqrt(d)              Vaswani et al. 2017
 
+Beyond global soft attention (lesson 04): Luong's local-p attention (`predicted_position`,
+`local_p_weights`, `local_p`, `LocalPAttention`) and the REINFORCE loss of hard attention
+(`reinforce_loss`).
+
 Masks are boolean, True = may attend (keep), False = masked out; a fully masked row gets zero
 weights. Attention modules keep their last weights on `self.attn_weights` (for plots).
 """
@@ -218,6 +222,16 @@ def local_p_weights(scores, mask, p, D):
     return masked_softmax(scores, keep) * torch.exp(-distance ** 2 / (2 * sigma ** 2))
 
 
+def local_p(e, mask, s, W_p, v_p, S, D):
+    """Local-p from the decoder state: p = predicted_position(s, W_p, v_p, S), then the window weights.
+
+    e (B, T) scores, mask (B, T) bool or None, s (B, d_s), W_p (d_p, d_s), v_p (d_p,), S (B,) the
+    last position (length - 1), D the half-width -> p (B,), alpha (B, T).
+    """
+    p = predicted_position(s, W_p, v_p, S)
+    return p, local_p_weights(e, mask, p, D)
+
+
 class LocalPAttention(nn.Module):
     """Local-p attention: predict the aligned position p_t, attend to a Gaussian window around it."""
 
@@ -230,7 +244,21 @@ class LocalPAttention(nn.Module):
 
     def forward(self, s, h, mask=None):
         lengths = mask.sum(-1) if mask is not None else torch.full((h.shape[0],), h.shape[1])
-        p = predicted_position(s, self.W_p.weight, self.v_p.weight[0], lengths - 1)
-        alpha = local_p_weights(self.score(s, h), mask, p, self.D)
+        _, alpha = local_p(self.score(s, h), mask, s, self.W_p.weight, self.v_p.weight[0], lengths - 1, self.D)
         self.attn_weights = alpha.detach()
         return context_vector(alpha, h), alpha
+
+
+# --- hard attention: REINFORCE ------------------------------------------------------------------
+
+def reinforce_loss(log_alpha, sampled, reward, baseline):
+    """REINFORCE for hard attention: -(r - b) log alpha[sampled], averaged over the batch.
+
+    log_alpha (B, T) the log-weights, sampled (B,) the positions drawn from alpha, reward (B,),
+    baseline a number, () or (B,) -> a scalar. The reward and the baseline are constants for the
+    gradient (detached): only log alpha[sampled] is differentiated, so gradient descent raises the
+    log-probability of samples that did better than the baseline and lowers the others.
+    """
+    log_p = log_alpha.gather(-1, sampled[:, None].long())[:, 0]          # (B,) log alpha[sampled]
+    advantage = torch.as_tensor(reward - baseline).detach()               # (B,) r - b, a constant
+    return -(advantage * log_p).mean()

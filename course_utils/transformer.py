@@ -9,10 +9,18 @@
 The decoder input is the target shifted right: it starts with BOS and stops one token before the
 end, so that position t predicts token t+1 of the target; the CALLER builds it (`shift_tokens`).
 `encode` makes the source padding mask, `decode` the causal mask combined with the target padding
-mask; attention goes through torch's fused `scaled_dot_product_attention`. For plots:
+mask; attention goes through `attention.scaled_dot_product_attention` (torch's fused kernel, or the
+explicit formula where that is faster on a CPU). For plots:
 
     model.store_attention(True); model(src, tgt_in); maps = model.attention_maps()
     maps["decoder_cross"]  # (num_layers, B, num_heads, T, S)
+
+Decoding one token at a time (the protocol of course_utils.decoding) keeps every decoder layer's keys
+and values (a key/value cache, `DecodingState`), so that step t runs the layers on ONE position:
+
+    state = model.start_decoding(src)                  # encoder once; cross-attention K, V once
+    logits, state = model.decode_step(y_prev, state)   # y_prev (N,) -> (N, V)
+    state = model.reorder_decoding_state(state, rows)  # beams: index_select on the batch axis
 """
 import math
 
@@ -23,7 +31,7 @@ import torch.nn.functional as F
 from .attention import MultiHeadAttention, PositionalEncoding, causal_mask, padding_mask
 
 __all__ = ["PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder",
-           "Transformer", "shift_tokens"]
+           "Transformer", "DecodingState", "shift_tokens"]
 
 
 class PositionwiseFeedForward(nn.Module):
@@ -91,6 +99,23 @@ class DecoderLayer(nn.Module):
         x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, tgt_mask)))
         x = self.norm2(x + self.dropout2(self.cross_attn(x, memory, memory, memory_mask)))
         return self.norm3(x + self.dropout3(self.ff(x)))
+
+    def step(self, x, self_kv, self_mask, cross_kv, memory_mask):
+        """`forward` for the newest position alone, with a key/value cache (lesson 10).
+
+        x: (N, 1, d_model); self_kv: (K, V) of the earlier positions, each (N, h, t, d_head), or None;
+        self_mask: broadcastable to (N, h, 1, t+1) or None; cross_kv: (K, V) of the memory, each
+        (N, h, S, d_head); memory_mask: broadcastable to (N, h, 1, S). Returns (x, self_kv with t+1).
+        """
+        if self.norm_first:
+            out, self_kv = self.self_attn.extend_cache(self.norm1(x), self_kv, self_mask)
+            x = x + self.dropout1(out)
+            x = x + self.dropout2(self.cross_attn.attend_cached(self.norm2(x), *cross_kv, memory_mask))
+            return x + self.dropout3(self.ff(self.norm3(x))), self_kv
+        out, self_kv = self.self_attn.extend_cache(x, self_kv, self_mask)
+        x = self.norm1(x + self.dropout1(out))
+        x = self.norm2(x + self.dropout2(self.cross_attn.attend_cached(x, *cross_kv, memory_mask)))
+        return self.norm3(x + self.dropout3(self.ff(x))), self_kv
 
 
 class Encoder(nn.Module):
@@ -162,8 +187,9 @@ class Transformer(nn.Module):
             with torch.no_grad():
                 embed.weight[self.pad_id].zero_()
 
-    def embed(self, tokens, table):
-        return self.pos(table(tokens) * math.sqrt(self.d_model))  # (B, T, d_model)
+    def embed(self, tokens, table, offset=0):
+        """tokens (B, T) -> (B, T, d_model); offset = the position of the first token (decoding step t)."""
+        return self.pos(table(tokens) * math.sqrt(self.d_model), offset)
 
     def encode(self, src, src_mask=None):
         """src (B, S) token ids -> memory (B, S, d_model). src_mask defaults to padding_mask(src, pad_id)."""
@@ -171,21 +197,57 @@ class Transformer(nn.Module):
             src_mask = padding_mask(src, self.pad_id)
         return self.encoder(self.embed(src, self.src_embed), src_mask)
 
-    def decode(self, tgt_in, memory, src_mask=None):
+    def decode(self, tgt_in, memory, src_mask=None, positions=None):
         """tgt_in (B, T) shifted-right target, memory (B, S, d_model) -> logits (B, T, tgt_vocab_size).
 
         Builds the causal & target-padding mask inside. Pass the same src_mask as to `encode`
         (padding_mask(src, pad_id)); with None every memory position is attended to.
+        positions: optional bool (B, T): the logits at these positions only, (n, V) (see forward).
         """
         T = tgt_in.size(1)
         tgt_mask = causal_mask(T, tgt_in.device) & padding_mask(tgt_in, self.pad_id)  # (B, 1, T, T)
         s = self.decoder(self.embed(tgt_in, self.tgt_embed), memory, tgt_mask, src_mask)
-        return self.generator(s)
+        return self.generator(s if positions is None else s[positions])
 
-    def forward(self, src, tgt_in):
-        """src (B, S), tgt_in (B, T) (the target shifted right, starting with BOS) -> logits (B, T, V)."""
+    def forward(self, src, tgt_in, positions=None):
+        """src (B, S), tgt_in (B, T) (the target shifted right, starting with BOS) -> logits (B, T, V).
+
+        positions: optional bool (B, T) -> logits (n, V) at its n True positions only. Training passes
+        tgt_out != pad_id: the output layer (the largest matrix product) then skips the padding.
+        """
         src_mask = padding_mask(src, self.pad_id)
-        return self.decode(tgt_in, self.encode(src, src_mask), src_mask)
+        return self.decode(tgt_in, self.encode(src, src_mask), src_mask, positions)
+
+    # ---- decoding one token at a time, with a key/value cache (lesson 10) ---------------------
+    def start_decoding(self, src, pad_id=None):
+        """Run the encoder ONCE on src (B, S) and project every layer's cross-attention K, V: the
+        state that `decode_step` extends (see DecodingState, and course_utils.decoding)."""
+        pad_id = self.pad_id if pad_id is None else pad_id
+        src_mask = padding_mask(src, pad_id)                                   # (B, 1, 1, S)
+        memory = self.encode(src, src_mask)                                    # (B, S, d_model)
+        cross_kv = [layer.cross_attn.project_kv(memory) for layer in self.decoder.layers]
+        return DecodingState(cross_kv, src_mask, pad_id)
+
+    def decode_step(self, y_prev, state):
+        """The token each row fed last, y_prev (N,), -> logits of the next one (N, V), and the state
+        with y_prev's keys and values added. Equal to decode(prefix, memory)[:, -1] without re-running
+        the prefix: step t costs the work of ONE position (plus attention over the t cached ones)."""
+        t = state.length
+        x = self.embed(y_prev[:, None], self.tgt_embed, offset=t)               # (N, 1, d_model)
+        self_mask = state.feed(y_prev)                                         # (N, 1, 1, t+1) or None
+        for i, layer in enumerate(self.decoder.layers):
+            x, state.self_kv[i] = layer.step(x, state.self_kv[i], self_mask, state.cross_kv[i],
+                                             state.memory_mask)
+        logits = self.generator(self.decoder.norm(x))[:, 0]                    # (N, V)
+        last = self.decoder.layers[-1].cross_attn if len(self.decoder.layers) else None
+        if last is not None and last.store_weights:                            # store_attention(True)
+            state.attn_weights = last.attn_weights[:, :, 0].mean(1)            # (N, S), mean over heads
+        return logits, state
+
+    def reorder_decoding_state(self, state, rows):
+        """Keep row rows[i] of the state as row i (rows (N',) on the batch axis): repeat a sentence for
+        its beams, follow the beams that beam search kept. Returns the state."""
+        return state.reorder(rows)
 
     # ---- attention maps for plots -------------------------------------------------------------
     def store_attention(self, flag=True):
@@ -209,6 +271,66 @@ class Transformer(nn.Module):
         return {"encoder_self": stack([layer.self_attn for layer in self.encoder.layers], "encoder self-attention"),
                 "decoder_self": stack([layer.self_attn for layer in self.decoder.layers], "decoder self-attention"),
                 "decoder_cross": stack([layer.cross_attn for layer in self.decoder.layers], "cross-attention")}
+
+
+class DecodingState:
+    """What the Transformer keeps between decoding steps: its key/value cache.
+
+    For decoder layer l (h heads of d_head = d_model / h features, N rows = sentences or beams):
+        self_kv[l]  = (K, V) of the t tokens fed so far, each (N, h, t, d_head); one position more per step
+        cross_kv[l] = (K, V) of the encoder memory, each (N, h, S, d_head); computed ONCE per sentence
+    plus memory_mask (N, 1, 1, S) (source padding) and `keep` (N, t) (False where <pad> was fed: a
+    finished beam; None while every fed token is real).
+
+    Memory: 2 * num_layers * d_model * (t + S) numbers per row: with the cpu preset (3 decoder layers,
+    d_model 256) 1,536 numbers per source or output token, 6 KB in float32 and 3 KB under bf16
+    autocast (the projections run in bf16); a 20-token sentence decoded to 20 tokens needs 240 KB
+    (120 KB in bf16), times the beam size in beam search. Without the cache nothing is kept, but every
+    step projects and attends over the whole prefix again.
+
+    Reordering (`reorder`) index_selects every tensor on the batch axis. The cross-attention K, V
+    depend only on the source sentence: when the rows still come from the same sentences (beam search
+    keeps beams within their sentence), they are left as they are.
+    """
+
+    def __init__(self, cross_kv, memory_mask, pad_id):
+        self.cross_kv, self.memory_mask, self.pad_id = cross_kv, memory_mask, pad_id
+        self.self_kv = [None] * len(cross_kv)
+        self.source = torch.arange(memory_mask.size(0), device=memory_mask.device)  # (N,) sentence of each row
+        self.keep = None
+        self.length = 0                                       # t: tokens fed so far
+        self.attn_weights = None                              # (N, S) with model.store_attention(True)
+
+    def feed(self, y_prev):
+        """Record the fed tokens y_prev (N,); returns the self-attention mask over the t+1 keys
+        (N, 1, 1, t+1), or None when no <pad> was ever fed."""
+        real = y_prev != self.pad_id                                   # (N,)
+        if self.keep is not None or not bool(real.all()):
+            if self.keep is None:
+                self.keep = real.new_ones((real.size(0), self.length))
+            self.keep = torch.cat([self.keep, real[:, None]], dim=1)   # (N, t+1)
+        self.length += 1
+        return None if self.keep is None else self.keep[:, None, None, :]
+
+    def reorder(self, rows):
+        """Row i becomes former row rows[i], in every tensor (rows (N',) long)."""
+        source = self.source.index_select(0, rows)
+        if not torch.equal(source, self.source):              # rows now come from other sentences
+            self.cross_kv = [(k.index_select(0, rows), v.index_select(0, rows)) for k, v in self.cross_kv]
+            self.memory_mask = self.memory_mask.index_select(0, rows)
+        self.source = source
+        self.self_kv = [None if kv is None else (kv[0].index_select(0, rows), kv[1].index_select(0, rows))
+                        for kv in self.self_kv]
+        if self.keep is not None:
+            self.keep = self.keep.index_select(0, rows)
+        if self.attn_weights is not None:
+            self.attn_weights = self.attn_weights.index_select(0, rows)
+        return self
+
+    def memory_bytes(self):
+        """Bytes held by the cache (self- and cross-attention keys and values)."""
+        return sum(t.numel() * t.element_size() for kv in self.self_kv + self.cross_kv if kv is not None
+                   for t in kv)
 
 
 def shift_tokens(tgt):

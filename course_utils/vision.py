@@ -129,6 +129,7 @@ def show_pixel_attention(image, weights, pixels, title=None):
     """The image, then for each chosen pixel (row, col) its attention map over the image (pixel boxed in red).
 
     image: (H, W); weights: (N, N) for this image, N = H·W, row j = row·W + col is that pixel's map.
+    The maps share one colour scale (the colorbar); the digit's outline is drawn over each of them.
     """
     import matplotlib.pyplot as plt
 
@@ -138,18 +139,27 @@ def show_pixel_attention(image, weights, pixels, title=None):
     if image.ndim != 2 or w.shape != (image.size, image.size):
         raise ValueError(f"expected image (H, W) and weights (H·W, H·W), got {image.shape} and {w.shape}")
     H, W = image.shape
-    fig, axes = plt.subplots(1, len(pixels) + 1, figsize=(2.2 * (len(pixels) + 1), 2.6), squeeze=False)
+    maps = [w[r * W + c].reshape(H, W) for r, c in pixels]                 # each (H, W), sums to 1
+    fig, axes = plt.subplots(1, len(pixels) + 1, figsize=(2.3 * (len(pixels) + 1) + 0.9, 2.7), squeeze=False)
     axes = axes[0]
     axes[0].imshow(image, cmap="gray_r")
     axes[0].set_title("input", fontsize=10)
-    for ax, (r, c) in zip(axes[1:], pixels):
-        ax.imshow(image, cmap="gray_r")
-        ax.imshow(w[r * W + c].reshape(H, W), cmap="viridis", alpha=0.8)
+    axes[0].axis("off")                                                    # a picture: no axes needed
+    vmax = max(m.max() for m in maps) if maps else 1.0
+    level = 0.5 * (image.min() + image.max())
+    for ax, (r, c), m in zip(axes[1:], pixels, maps):
+        shown = ax.imshow(m, cmap="viridis", vmin=0.0, vmax=vmax)
+        if image.min() < level < image.max():                             # the digit's outline, for orientation
+            ax.contour(image, levels=[level], colors="white", linewidths=0.8)
         ax.scatter([c], [r], marker="s", s=90, facecolors="none", edgecolors="red", linewidths=2)
         ax.set_title(f"pixel ({r}, {c}) looks at", fontsize=9)
-    for ax in axes:
-        ax.set_xticks([])
-        ax.set_yticks([])
+        ax.set_xticks(range(0, W, 2))
+        ax.set_yticks(range(0, H, 2))
+        ax.tick_params(labelsize=7)
+        ax.set_xlabel("column", fontsize=8)
+    if maps:
+        axes[1].set_ylabel("row", fontsize=8)
+        fig.colorbar(shown, ax=list(axes), shrink=0.85, label="attention weight α")
     if title:
         fig.suptitle(title, fontsize=10)
     return fig

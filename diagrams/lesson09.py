@@ -1,8 +1,8 @@
 """Lesson 09: the Transformer encoder-decoder (drawn post-norm, as in the paper)."""
 from .style import FS, FS_SMALL, MUTED, ROLES, arrow, box, container, dot, line, new_figure, note, op_circle, text
 
-BW = 2.1          # width of a sub-layer box
-RES = 1.28        # distance of the residual paths from the column's centre
+BW = 2.3          # width of a sub-layer box
+RES = 1.38        # distance of the residual paths from the column's centre
 
 
 def _sublayer(ax, x, y, name, detail=None, h=0.5):

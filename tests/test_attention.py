@@ -71,6 +71,38 @@ def test_fully_masked_rows_give_zero_and_no_nan(need_weights):
         torch.testing.assert_close(weights[1].sum(-1), torch.ones(3, 4))
 
 
+@pytest.mark.parametrize("case", ["bf16", "bf16 autocast", "one query"])
+def test_explicit_cpu_path_matches_torch_and_handles_empty_rows(case):
+    """On a CPU, bf16 attention and a single query (a decoding step) take the explicit formula (faster
+    than torch's fused kernel there): the same results, zeros for a query with no key, finite gradients."""
+    q, k, v = qkv(Tq=1 if case == "one query" else 6, Tk=6)
+    mask = torch.rand(2, 3, q.size(-2), 6, generator=torch.Generator().manual_seed(2)) > 0.3
+    mask[..., 0] = True                                   # a key for every query: torch's result is defined
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    empty = mask.clone()
+    empty[0, 1, 0] = False                                # query 0 of batch 0, head 1: no key at all
+    if case == "bf16":
+        q, k, v = (t.bfloat16().requires_grad_() for t in (q, k, v))
+    else:
+        q.requires_grad_(True)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=case == "bf16 autocast"):
+        out = scaled_dot_product_attention(q, k, v, mask)
+        out_empty = scaled_dot_product_attention(q, k, v, empty)
+    tol = 1e-5 if case == "one query" else 3e-2
+    torch.testing.assert_close(out.float(), expected, atol=tol, rtol=tol)
+    assert torch.all(out_empty[0, 1, 0] == 0) and torch.isfinite(out_empty).all()
+    out_empty.float().sum().backward()
+    assert torch.isfinite(q.grad).all()
+
+
+def test_positional_encoding_offset_for_decoding_step_by_step():
+    x = torch.randn(2, 5, 8)
+    for pos in (PositionalEncoding(8, 16), LearnedPositionalEncoding(8, 16)):
+        torch.testing.assert_close(pos(x[:, 3:4], offset=3), pos(x)[:, 3:4])
+        with pytest.raises(ValueError, match="max_len"):
+            pos(x[:, :1], offset=16)
+
+
 def test_weights_are_distributions_and_zero_where_masked():
     q, k, _ = qkv(Tq=6, Tk=6)
     w = attention_weights(q, k, causal_mask(6))
@@ -123,7 +155,7 @@ def torch_pair(d_model=16, num_heads=4, bias=True, seed=0):
 def test_multihead_attention_equals_torch(kind, bias):
     ours, ref = torch_pair(bias=bias)
     g = torch.Generator().manual_seed(1)
-    x, mem, other = torch.randn(2, 5, 16, generator=g), torch.randn(2, 7, 16, generator=g), torch.randn(2, 7, 16, generator=g)
+    x, mem, other = (torch.randn(2, T, 16, generator=g) for T in (5, 7, 7))
     query, key, value = {"self": (x, x, x), "cross": (x, mem, mem), "distinct": (x, mem, other)}[kind]
     Tk = key.size(1)
     src = torch.tensor([[1] * Tk, [1] * (Tk - 2) + [0, 0]])

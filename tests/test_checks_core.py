@@ -141,3 +141,18 @@ def test_ipython_shows_a_wrong_answer_as_one_line_and_a_stub_as_a_notice():
     assert len(shown) == 1 and len(shown[0]) == 1 and "you added instead of multiplying" in shown[0][0]
     result = shell.run_cell("def stub(x):\n    raise NotImplementedError()\ndemo_check(stub)")
     assert result.success and len(shown) == 1                           # Run All goes on
+
+
+def test_a_check_leaves_torch_random_state_alone():
+    torch = pytest.importorskip("torch")
+
+    @core.exercise("draws")
+    def draws(fn):
+        torch.manual_seed(123)                          # e.g. to build a layer the same way every time
+        core.expect_close(core.call(fn, torch.rand(3)), torch.zeros(3), "draws")
+
+    torch.manual_seed(0)
+    expected = torch.rand(2)
+    torch.manual_seed(0)
+    draws(lambda x: x * 0)
+    assert torch.equal(torch.rand(2), expected)

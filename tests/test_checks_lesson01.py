@@ -1,4 +1,6 @@
-"""Lessons 00–01: every check passes the reference and names typical mistakes."""
+"""Lessons 00–01: every check passes the reference and names the mistakes learners make most."""
+import re
+
 import numpy as np
 import pytest
 
@@ -11,81 +13,153 @@ def not_implemented(*args):
     raise NotImplementedError()
 
 
+def named(check, answer, words):
+    """`check` rejects `answer` with a message containing `words` (a regular expression)."""
+    outcome = check.evaluate(answer)
+    assert outcome.status == "wrong", outcome.message
+    assert re.search(words, outcome.message), outcome.message
+    with pytest.raises(ExerciseError):
+        check(answer)
+
+
 @pytest.mark.parametrize("check, reference", [
     (lesson00.weighted_sum, ref.weighted_sum),
     (lesson01.softmax, ref.softmax),
+    (lesson01.bahdanau_context, ref.bahdanau_context),
     (lesson01.single_query_attention, ref.single_query_attention),
     (lesson01.attention, ref.attention),
-    (lesson01.bahdanau_context, ref.bahdanau_context),
 ])
 def test_reference_passes_and_stub_is_not_implemented(check, reference, capsys):
+    assert check.reference is reference
     assert check(reference) is None
     assert "✔" in capsys.readouterr().out
     with prints_not_implemented():
         check(not_implemented)
 
 
+def test_checks_are_defined_in_the_lessons_order():
+    from course_utils.checks.core import REGISTRY
+    assert list(REGISTRY["01"]) == ["softmax", "bahdanau_context", "single_query_attention", "attention"]
+
+
 def test_weighted_sum_mistakes():
-    with pytest.raises(ExerciseError, match="keeps the sequence axis"):
-        lesson00.weighted_sum(lambda w, x: w[:, None] * x)
-    with pytest.raises(ExerciseError, match="over the vector's own axis"):
-        lesson00.weighted_sum(lambda w, x: (w[:, None] * x).sum(axis=1))
-    with pytest.raises(ExerciseError, match="plain mean"):
-        lesson00.weighted_sum(lambda w, x: x.mean(axis=0))
+    named(lesson00.weighted_sum, lambda w, x: w[:, None] * x, "keeps the sequence axis")
+    named(lesson00.weighted_sum, lambda w, x: (w[:, None] * x).sum(axis=1), "over the vector's own axis")
+    named(lesson00.weighted_sum, lambda w, x: x.mean(axis=0), "plain mean")
+    named(lesson00.weighted_sum, lambda w, x: x.sum(axis=0), "forgot the weights")
+
+
+# --- softmax ----------------------------------------------------------------------------------
+def _e(x):
+    return np.exp(x - x.max(axis=-1, keepdims=True))
 
 
 def test_softmax_mistakes():
-    with pytest.raises(ExerciseError, match="wrong axis"):
-        lesson01.softmax(lambda x: ref.softmax(x, axis=0))
-    with pytest.raises(ExerciseError, match="subtract the maximum"):
-        lesson01.softmax(lambda x: np.exp(x) / np.exp(x).sum(axis=-1, keepdims=True))
-    with pytest.raises(ExerciseError, match="not normalised"):
-        lesson01.softmax(lambda x: np.exp(x))
+    named(lesson01.softmax, lambda x: ref.softmax(x, axis=0), "wrong axis")
+    named(lesson01.softmax, lambda x: np.exp(x), "not normalised")
+    named(lesson01.softmax, lambda x: _e(x) / _e(x).max(axis=-1, keepdims=True), "maximum instead of the sum")
+    named(lesson01.softmax, lambda x: np.exp(x) / np.exp(x).max(axis=-1, keepdims=True),
+          "maximum instead of the sum")
+    named(lesson01.softmax, lambda x: np.exp(x) / np.exp(x).sum(), "whole array sums to 1")
+    named(lesson01.softmax, lambda x: ref.softmax(x - x.max(axis=0)), "maximum over the wrong axis")
+    named(lesson01.softmax, lambda x: _e(x) / _e(x).sum(axis=-1), "keepdims=True")
+    named(lesson01.softmax, lambda x: np.exp(x - x.max(axis=-1)) / np.exp(x - x.max(axis=-1)).sum(-1, keepdims=True),
+          "keepdims=True")
+    with np.errstate(over="ignore", invalid="ignore"):
+        named(lesson01.softmax, lambda x: np.exp(x) / np.exp(x).sum(axis=-1, keepdims=True), "subtract the maximum")
+
+
+# --- Bahdanau's three steps -------------------------------------------------------------------
+def test_bahdanau_context_mistakes():
+    def alpha(e):
+        return ref.softmax(e)
+
+    named(lesson01.bahdanau_context, lambda e, h: (e @ h, e), "raw scores")
+    named(lesson01.bahdanau_context, lambda e, h: ((alpha(e)[:, None] * h).sum(axis=1), alpha(e)), "wrong axis")
+    named(lesson01.bahdanau_context, lambda e, h: (alpha(e) @ h, np.exp(e - e.max())), "maximum instead of their sum")
+    named(lesson01.bahdanau_context, lambda e, h: (alpha(e) @ h, e / e.sum()), "not by a softmax")
+    named(lesson01.bahdanau_context, lambda e, h: (alpha(e)[:, None] * h, alpha(e)), "keeps the positions")
+    named(lesson01.bahdanau_context, lambda e, h: (e @ h, alpha(e)), "scores instead of the weights")
+    named(lesson01.bahdanau_context, lambda e, h: (h.mean(axis=0), alpha(e)), "ignores the weights")
+    named(lesson01.bahdanau_context, lambda e, h: ref.bahdanau_context(e, h)[::-1],
+          r"wrong order: you return \(alpha, c\); the exercise asks for `return c, alpha`")
+    named(lesson01.bahdanau_context, lambda e, h: ref.bahdanau_context(e, h)[0], "return 2 things")
+
+
+# --- queries, keys, values --------------------------------------------------------------------
+def single_query(scale=None, values=lambda w, K, V: w @ V, normalise=True):
+    def answer(q, K, V):
+        scores = K @ q / (np.sqrt(q.shape[-1]) if scale is None else scale(q, K, V))
+        w = ref.softmax(scores) if normalise else scores
+        return values(w, K, V), w
+    return answer
+
+
+@pytest.mark.parametrize("scale, words", [
+    (lambda q, K, V: 1.0, "missing scale"),
+    (lambda q, K, V: q.shape[-1], "divided by d_k instead of sqrt"),
+    (lambda q, K, V: 1 / np.sqrt(q.shape[-1]), "multiplied by sqrt"),
+    (lambda q, K, V: np.sqrt(V.shape[-1]), r"sqrt\(d_v\), the width of the values"),
+    (lambda q, K, V: np.sqrt(K.shape[0]), r"sqrt\(T_k\), the number of keys"),
+])
+def test_single_query_attention_scale_mistakes(scale, words):
+    named(lesson01.single_query_attention, single_query(scale), words)
 
 
 def test_single_query_attention_mistakes():
-    def unscaled(q, K, V):
-        w = ref.softmax(K @ q)
-        return w @ V, w
+    named(lesson01.single_query_attention, single_query(values=lambda w, K, V: w @ K), "VALUES")
+    named(lesson01.single_query_attention, single_query(values=lambda w, K, V: w[:, None] * V), "keeps the positions")
+    named(lesson01.single_query_attention, single_query(values=lambda w, K, V: V.mean(0)), "ignores the weights")
+    named(lesson01.single_query_attention, single_query(normalise=False), "raw scores")
+    named(lesson01.single_query_attention, lambda q, K, V: ref.single_query_attention(q, K, V)[0],
+          r"return 2 things, as `return z, weights`")
+    named(lesson01.single_query_attention, lambda q, K, V: ref.single_query_attention(q, K, V)[::-1], "wrong order")
 
-    def values_from_keys(q, K, V):
-        w = ref.softmax(K @ q / np.sqrt(q.shape[-1]))
-        return w @ K, w
 
-    with pytest.raises(ExerciseError, match="sqrt\\(d_k\\)"):
-        lesson01.single_query_attention(unscaled)
-    with pytest.raises(ExerciseError, match="VALUES"):
-        lesson01.single_query_attention(values_from_keys)
-    with pytest.raises(ExerciseError, match="return two things"):
-        lesson01.single_query_attention(lambda q, K, V: ref.single_query_attention(q, K, V)[0])
+def matrix(scale=None, axis=-1, scores=lambda Q, K: Q @ K.T, mix=lambda w, K, V: w @ V):
+    def answer(Q, K, V):
+        s = scores(Q, K) / (np.sqrt(Q.shape[-1]) if scale is None else scale(Q, K, V))
+        w = ref.softmax(s, axis=axis)
+        return mix(w, K, V), w
+    return answer
+
+
+@pytest.mark.parametrize("scale, words", [
+    (lambda Q, K, V: 1.0, "missing scale"),
+    (lambda Q, K, V: Q.shape[-1], "divided by d_k instead of sqrt"),
+    (lambda Q, K, V: np.sqrt(V.shape[-1]), r"sqrt\(d_v\), the width of the values"),
+    (lambda Q, K, V: np.sqrt(K.shape[0]), r"sqrt\(T\), a sequence length"),   # the first test has T_q = T_k
+])
+def test_attention_scale_mistakes(scale, words):
+    named(lesson01.attention, matrix(scale), words)
+
+
+def test_attention_scale_by_a_length_is_named_when_lengths_differ():
+    """Past the first test (T_q = T_k), sqrt(T_k) and sqrt(T_q) get their own names."""
+    for scale, words in [(lambda Q, K: np.sqrt(K.shape[0]), r"sqrt\(T_k\), the number of keys"),
+                         (lambda Q, K: np.sqrt(Q.shape[0]), r"sqrt\(T_q\), the number of queries")]:
+        def answer(Q, K, V, scale=scale):
+            d = Q.shape[-1] ** 0.5 if Q.shape[0] == K.shape[0] else scale(Q, K)
+            w = ref.softmax(Q @ K.T / d)
+            return w @ V, w
+        named(lesson01.attention, answer, words)
 
 
 def test_attention_mistakes():
-    def wrong_axis(Q, K, V):
-        w = ref.softmax(Q @ K.T / np.sqrt(Q.shape[-1]), axis=0)
+    named(lesson01.attention, matrix(axis=0), "wrong axis")
+    named(lesson01.attention, matrix(scores=lambda Q, K: K @ Q.T), "transposed")
+    named(lesson01.attention, lambda Q, K, V: tuple(x.T if i else x for i, x in enumerate(ref.attention(Q, K, V))),
+          "transposed")
+    named(lesson01.attention, matrix(mix=lambda w, K, V: w.T @ V), "transposed weights")
+    named(lesson01.attention, matrix(mix=lambda w, K, V: w @ K), "mixes the keys")
+
+    def global_softmax(Q, K, V):
+        s = np.exp(Q @ K.T / np.sqrt(Q.shape[-1]))
+        w = s / s.sum()
         return w @ V, w
 
-    def no_scale(Q, K, V):
-        w = ref.softmax(Q @ K.T)
-        return w @ V, w
-
-    def transposed(Q, K, V):
-        w = ref.softmax(K @ Q.T / np.sqrt(Q.shape[-1]))
-        return w @ V, w
-
-    with pytest.raises(ExerciseError, match="wrong axis"):
-        lesson01.attention(wrong_axis)
-    with pytest.raises(ExerciseError, match="missing scale"):
-        lesson01.attention(no_scale)
-    with pytest.raises(ExerciseError, match="transposed|shape"):
-        lesson01.attention(transposed)
-
-
-def test_bahdanau_context_mistakes():
-    with pytest.raises(ExerciseError, match="raw scores"):
-        lesson01.bahdanau_context(lambda e, h: (e @ h, e))
-    with pytest.raises(ExerciseError, match="wrong axis"):
-        lesson01.bahdanau_context(lambda e, h: ((ref.softmax(e)[:, None] * h).sum(axis=1), ref.softmax(e)))
+    named(lesson01.attention, global_softmax, "whole matrix sums to 1")
+    named(lesson01.attention, lambda Q, K, V: ref.attention(Q, K, V)[::-1], "wrong order")
 
 
 def test_learner_crash_is_reported_with_their_line():

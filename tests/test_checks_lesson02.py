@@ -1,4 +1,6 @@
 """Lesson 02 checks: the reference passes, planted mistakes are named, a stub is 'not implemented'."""
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -10,6 +12,14 @@ from tests.checking import prints_not_implemented
 
 def not_implemented(*args):
     raise NotImplementedError()
+
+
+def named(check, answer, words):
+    """`check` rejects `answer` with a message matching `words`."""
+    outcome = check.evaluate(answer)
+    assert outcome.status == "wrong" and re.search(words, outcome.message), outcome.message
+    with pytest.raises(ExerciseError):
+        check(answer)
 
 
 def encoder_forward(encoder, src, lengths):
@@ -26,7 +36,7 @@ def decoder_step(decoder, y_prev, s_prev):
     (lesson02.sequence_loss, ref.sequence_loss),
 ])
 def test_reference_passes_and_stub_is_not_implemented(check, reference, capsys):
-    assert check(reference) is None
+    assert check(reference) is None and check.evaluate(check.reference).passed
     assert "✔" in capsys.readouterr().out
     with prints_not_implemented():
         check(not_implemented)
@@ -38,11 +48,17 @@ def test_encoder_gather_solution_passes():
         h, _ = encoder.gru(encoder.embedding(src))
         return h, h[torch.arange(len(lengths)), lengths - 1]
 
-    lesson02.encoder_forward(gather)
+    assert lesson02.encoder_forward.evaluate(gather).passed
+
+
 def test_encoder_mistakes():
     def last_column(encoder, src, lengths):
         h, h_n = encoder.gru(encoder.embedding(src))
         return h, h_n[0]
+
+    def at_lengths(encoder, src, lengths):
+        h, _ = encoder.gru(encoder.embedding(src))
+        return h, h[torch.arange(len(lengths)), lengths.clamp(max=src.shape[1] - 1)]
 
     def first_state(encoder, src, lengths):
         h, s = encoder(src, lengths)
@@ -52,14 +68,13 @@ def test_encoder_mistakes():
         h, s = encoder(src, lengths)
         return h, s[None]
 
-    with pytest.raises(ExerciseError, match="last column"):
-        lesson02.encoder_forward(last_column)
-    with pytest.raises(ExerciseError, match="FIRST token"):
-        lesson02.encoder_forward(first_state)
-    with pytest.raises(ExerciseError, match="extra leading axis"):
-        lesson02.encoder_forward(raw_h_n)
-    with pytest.raises(ExerciseError, match="return two things"):
-        lesson02.encoder_forward(lambda enc, src, lengths: enc(src, lengths)[1])
+    named(lesson02.encoder_forward, last_column, "last column")
+    named(lesson02.encoder_forward, at_lengths, "one step past the last real token")
+    named(lesson02.encoder_forward, first_state, "FIRST token")
+    named(lesson02.encoder_forward, raw_h_n, "extra leading axis")
+    named(lesson02.encoder_forward, lambda enc, src, lengths: enc(src, lengths)[1], "return 2 things")
+    named(lesson02.encoder_forward, lambda enc, src, lengths: enc(src, lengths)[::-1],
+          r"wrong order: you return \(s, h\)")
 
 
 def test_decoder_step_mistakes():
@@ -75,33 +90,53 @@ def test_decoder_step_mistakes():
         logits, _ = decoder.step(y_prev, s_prev)
         return logits, s_prev
 
-    with pytest.raises(ExerciseError, match="previous state s_prev"):
-        lesson02.decoder_step(old_state_logits)
-    with pytest.raises(ExerciseError, match="probabilities"):
-        lesson02.decoder_step(probabilities)
-    with pytest.raises(ExerciseError, match="s is the previous state"):
-        lesson02.decoder_step(no_update)
+    def from_zeros(decoder, y_prev, s_prev):
+        _, s = decoder.gru(decoder.embedding(y_prev)[:, None, :])
+        return decoder.out(s[0]), s[0]
+
+    def unsqueezed(decoder, y_prev, s_prev):
+        out, s = decoder.gru(decoder.embedding(y_prev)[:, None, :], s_prev[None])
+        return decoder.out(out), s[0]                      # out is (B, 1, d_hidden)
+
+    def three_d_state(decoder, y_prev, s_prev):
+        logits, s = decoder.step(y_prev, s_prev)
+        return logits, s[None]
+
+    named(lesson02.decoder_step, old_state_logits, "previous state s_prev")
+    named(lesson02.decoder_step, probabilities, "probabilities")
+    named(lesson02.decoder_step, no_update, "s is the previous state")
+    named(lesson02.decoder_step, from_zeros, "started from zeros")
+    named(lesson02.decoder_step, unsqueezed, "extra axis of length 1")
+    named(lesson02.decoder_step, three_d_state, r"extra leading axis .*s\[0\]")
+    named(lesson02.decoder_step, lambda *a: decoder_step(*a)[::-1], r"wrong order: you return \(s, logits\)")
 
 
 def test_sequence_loss_mistakes():
+    def flat(logits, tgt):
+        return logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1)
+
     def with_padding(logits, tgt, pad_id):
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1))
+        return F.cross_entropy(*flat(logits, tgt))
 
     def summed(logits, tgt, pad_id):
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1),
-                               ignore_index=pad_id, reduction="sum")
+        return F.cross_entropy(*flat(logits, tgt), ignore_index=pad_id, reduction="sum")
 
     def per_sequence(logits, tgt, pad_id):
         loss = F.cross_entropy(logits.transpose(1, 2), tgt, ignore_index=pad_id, reduction="none")
         real = (tgt != pad_id).float()
         return ((loss * real).sum(1) / real.sum(1)).mean()
 
-    with pytest.raises(ExerciseError, match="padding positions count"):
-        lesson02.sequence_loss(with_padding)
-    with pytest.raises(ExerciseError, match="is a sum"):
-        lesson02.sequence_loss(summed)
-    with pytest.raises(ExerciseError, match="averages each sequence first"):
-        lesson02.sequence_loss(per_sequence)
-    with pytest.raises(ExerciseError, match="one number"):
-        lesson02.sequence_loss(lambda logits, tgt, pad_id: F.cross_entropy(
-            logits.transpose(1, 2), tgt, ignore_index=pad_id, reduction="none"))
+    def masked_mean(logits, tgt, pad_id):
+        loss = F.cross_entropy(logits.transpose(1, 2), tgt, reduction="none")
+        return (loss * (tgt != pad_id)).mean()
+
+    def softmax_first(logits, tgt, pad_id):
+        return F.cross_entropy(*flat(torch.softmax(logits, -1), tgt), ignore_index=pad_id)
+
+    named(lesson02.sequence_loss, with_padding, "padding positions count")
+    named(lesson02.sequence_loss, summed, "is a sum")
+    named(lesson02.sequence_loss, per_sequence, "averages each sequence first")
+    named(lesson02.sequence_loss, masked_mean, "divided by every position, padding included")
+    named(lesson02.sequence_loss, softmax_first, "softmax before F.cross_entropy")
+    named(lesson02.sequence_loss, lambda logits, tgt, pad_id: F.cross_entropy(
+        logits.transpose(1, 2), tgt, ignore_index=pad_id, reduction="none"), "one number")

@@ -1,7 +1,10 @@
 """Lesson 03 checks: the reference passes, planted mistakes are named, a stub is 'not implemented'."""
+import re
+
 import pytest
 import torch
 
+from course_utils import recurrent
 from course_utils import scores as ref
 from course_utils.checks import ExerciseError, lesson03
 from tests.checking import prints_not_implemented
@@ -11,21 +14,77 @@ def not_implemented(*args):
     raise NotImplementedError()
 
 
+def named(check, answer, words):
+    """`check` rejects `answer` with a message matching `words`."""
+    outcome = check.evaluate(answer)
+    assert outcome.status == "wrong" and re.search(words, outcome.message), outcome.message
+    with pytest.raises(ExerciseError):
+        check(answer)
+
+
 def attention_decoder_step(decoder, y_prev, s_prev, h, mask):
     return decoder.step(y_prev, s_prev, h, mask)
 
 
 @pytest.mark.parametrize("check, reference", [
+    (lesson03.bidirectional_states, recurrent.bidirectional_states),
     (lesson03.additive_score, ref.additive_score),
     (lesson03.masked_softmax, ref.masked_softmax),
     (lesson03.context_vector, ref.context_vector),
     (lesson03.attention_decoder_step, attention_decoder_step),
 ])
 def test_reference_passes_and_stub_is_not_implemented(check, reference, capsys):
-    assert check(reference) is None
+    assert check(reference) is None and check.evaluate(check.reference).passed
     assert "✔" in capsys.readouterr().out
     with prints_not_implemented():
         check(not_implemented)
+
+
+def test_checks_are_defined_in_the_lessons_order():
+    from course_utils.checks.core import REGISTRY
+    assert list(REGISTRY["03"]) == ["bidirectional_states", "additive_score", "masked_softmax", "context_vector",
+                                    "attention_decoder_step"]
+
+
+def _final(h_fwd, h_bwd, fwd_at, bwd_at):
+    rows = torch.arange(h_fwd.shape[0])
+    return torch.cat([h_fwd[rows, fwd_at], h_bwd[rows, bwd_at]], -1)
+
+
+def test_bidirectional_states_mistakes():
+    def answer(h=lambda f, b: torch.cat([f, b], -1), fwd_at=lambda n, S: n - 1, bwd_at=lambda n, S: 0 * n,
+               order=lambda f, b: [f, b]):
+        def fn(h_fwd, h_bwd, lengths):
+            S = h_fwd.shape[1]
+            last = h_fwd[torch.arange(len(lengths)), fwd_at(lengths, S)]
+            first = h_bwd[torch.arange(len(lengths)), bwd_at(lengths, S)]
+            return h(h_fwd, h_bwd), torch.cat(order(last, first), -1)
+        return fn
+
+    assert lesson03.bidirectional_states.evaluate(answer()).passed
+    named(lesson03.bidirectional_states, answer(h=lambda f, b: torch.cat([b, f], -1)), "directions are swapped")
+    named(lesson03.bidirectional_states, answer(h=lambda f, b: f + b), "added the two directions")
+    named(lesson03.bidirectional_states, answer(h=lambda f, b: torch.stack([f, b], -2)), "stacked the two directions")
+    named(lesson03.bidirectional_states, answer(h=lambda f, b: torch.stack([f, b], -1)), "stacked the two directions")
+    named(lesson03.bidirectional_states, answer(h=lambda f, b: torch.cat([f, b], 1)), "along the positions")
+    named(lesson03.bidirectional_states, answer(fwd_at=lambda n, S: torch.full_like(n, S - 1)),
+          "forward final state is taken at the last column")
+    named(lesson03.bidirectional_states, answer(bwd_at=lambda n, S: n - 1),
+          "backward final state is taken at the last real token.*position 0")
+    named(lesson03.bidirectional_states, answer(bwd_at=lambda n, S: torch.full_like(n, S - 1)),
+          "backward final state is taken at the last column")
+    named(lesson03.bidirectional_states, answer(fwd_at=lambda n, S: torch.full_like(n, S - 1),
+                                                bwd_at=lambda n, S: torch.full_like(n, S - 1)),
+          "h at the last column")
+    named(lesson03.bidirectional_states, answer(fwd_at=lambda n, S: 0 * n, bwd_at=lambda n, S: n - 1),
+          "two final states are swapped")
+    named(lesson03.bidirectional_states, answer(order=lambda f, b: [b, f]), "final states are in the wrong order")
+    named(lesson03.bidirectional_states, lambda f, b, n: (torch.cat([f, b], -1), torch.stack(
+        [f[torch.arange(len(n)), n - 1], b[:, 0]])), r"stacked as \(2, B, d\)")
+    named(lesson03.bidirectional_states, lambda f, b, n: recurrent.bidirectional_states(f, b, n)[::-1],
+          r"wrong order: you return \(final, h\)")
+    named(lesson03.bidirectional_states, lambda f, b, n: recurrent.bidirectional_states(f, b, n)[0],
+          "return 2 things")
 
 
 def _concat(s, h):
@@ -42,6 +101,11 @@ def test_additive_score_mistakes():
             torch.cat([h, s[:, None, :].expand(-1, h.shape[1], -1)], -1) @ W.T) @ v)
 
 
+def test_additive_score_more_mistakes():
+    named(lesson03.additive_score, lambda s, h, W, v: torch.tanh(_concat(s, h) @ W.T).sum(-1), "v_a is missing")
+    named(lesson03.additive_score, lambda s, h, W, v: torch.tanh(_concat(s, h) @ W.T), "keeps the d_a hidden units")
+
+
 def test_masked_softmax_mistakes():
     with pytest.raises(ExerciseError, match="mask is ignored"):
         lesson03.masked_softmax(lambda e, m: torch.softmax(e, -1))
@@ -53,6 +117,8 @@ def test_masked_softmax_mistakes():
         lesson03.masked_softmax(lambda e, m: torch.softmax(e.masked_fill(~m, -1e9), -1))
     with pytest.raises(ExerciseError, match="without renormalising"):
         lesson03.masked_softmax(lambda e, m: torch.softmax(e, -1) * m)
+    named(lesson03.masked_softmax, lambda e, m: torch.softmax(e.masked_fill(~m, 0.0), -1), "set to 0")
+    named(lesson03.masked_softmax, lambda e, m: ref.masked_softmax(e, m, dim=0), "wrong axis")
 
 
 def test_context_vector_mistakes():
@@ -64,6 +130,7 @@ def test_context_vector_mistakes():
         lesson03.context_vector(lambda w, h: w[..., None] * h)
     with pytest.raises(ExerciseError, match="mean of"):
         lesson03.context_vector(lambda w, h: (w[..., None] * h).mean(1))
+    named(lesson03.context_vector, lambda w, h: w @ h, "mixes the sequences of the batch")
 
 
 def test_attention_decoder_step_mistakes():
@@ -86,5 +153,14 @@ def test_attention_decoder_step_mistakes():
         lesson03.attention_decoder_step(swapped_input)
     with pytest.raises(ExerciseError, match="previous state"):
         lesson03.attention_decoder_step(old_state_logits)
-    with pytest.raises(ExerciseError, match="three things"):
+    with pytest.raises(ExerciseError, match="return 3 things, as `return logits, s, alpha`"):
         lesson03.attention_decoder_step(lambda *a: attention_decoder_step(*a)[:2])
+
+    def inverted_mask(decoder, y_prev, s_prev, h, mask):
+        return decoder.step(y_prev, s_prev, h, ~mask)
+
+    named(lesson03.attention_decoder_step, inverted_mask, "padding only")
+    named(lesson03.attention_decoder_step, lambda *a: attention_decoder_step(*a)[::-1],
+          r"wrong order: you return \(alpha, s, logits\)")
+    named(lesson03.attention_decoder_step, lambda *a: tuple(attention_decoder_step(*a)[i] for i in (1, 0, 2)),
+          r"wrong order: you return \(s, logits, alpha\)")

@@ -1,5 +1,6 @@
 """Lesson 04 checks: the reference passes, planted mistakes are named, a stub is 'not implemented'."""
 import math
+import re
 
 import pytest
 import torch
@@ -26,6 +27,8 @@ def additive_split(s, h, W_a, v_a):
     (lesson04.general_score, ref.general_score),
     (lesson04.dot_score, ref.dot_score),
     (lesson04.scaled_dot_score, ref.scaled_dot_score),
+    (lesson04.local_p, ref.local_p),
+    (lesson04.reinforce_loss, ref.reinforce_loss),
 ])
 def test_reference_passes_and_stub_is_not_implemented(check, reference, capsys):
     assert check(reference) is None
@@ -45,6 +48,13 @@ def test_cosine_mistakes():
         lesson04.cosine_score(lambda s, h, beta: beta * dot(s, h) / h.norm(dim=-1))
     with pytest.raises(ExerciseError, match="beta is missing"):
         lesson04.cosine_score(lambda s, h, beta: ref.cosine_score(s, h))
+    with pytest.raises(ExerciseError, match="only s is normalised"):
+        lesson04.cosine_score(lambda s, h, beta: beta * dot(s, h) / s.norm(dim=-1, keepdim=True))
+    with pytest.raises(ExerciseError, match="not square-rooted"):
+        lesson04.cosine_score(lambda s, h, beta: beta * dot(s, h) / ((s ** 2).sum(-1, keepdim=True)
+                                                                     * (h ** 2).sum(-1)))
+    with pytest.raises(ExerciseError, match="divided by beta"):
+        lesson04.cosine_score(lambda s, h, beta: ref.cosine_score(s, h) / beta)
 
 
 def test_additive_mistakes():
@@ -60,6 +70,21 @@ def test_additive_mistakes():
         lesson04.additive_score(swapped)
     with pytest.raises(ExerciseError, match="tanh is missing"):
         lesson04.additive_score(no_tanh)
+    with pytest.raises(ExerciseError, match="tanh is applied after the projection"):
+        lesson04.additive_score(lambda s, h, W_a, v_a: torch.tanh(no_tanh(s, h, W_a, v_a)))
+
+    def no_v(s, h, W_a, v_a):
+        d_s = s.shape[-1]
+        return torch.tanh((s @ W_a[:, :d_s].T)[:, None] + h @ W_a[:, d_s:].T).sum(-1)
+
+    def not_transposed(s, h, W_a, v_a):
+        d_s = s.shape[-1]
+        return torch.tanh((s @ W_a[:, :d_s])[:, None] + h @ W_a[:, d_s:]) @ v_a
+
+    with pytest.raises(ExerciseError, match="v_a is missing"):
+        lesson04.additive_score(no_v)
+    with pytest.raises(ExerciseError, match="without transposing"):
+        lesson04.additive_score(not_transposed)
 
 
 def test_location_mistakes():
@@ -69,6 +94,8 @@ def test_location_mistakes():
         lesson04.location_score(lambda s, W, T: s @ W.T)
     with pytest.raises(ExerciseError, match="LAST T entries"):
         lesson04.location_score(lambda s, W, T: (s @ W.T)[:, -T:])
+    with pytest.raises(ExerciseError, match="off by one"):
+        lesson04.location_score(lambda s, W, T: (s @ W.T)[:, 1:T + 1])
 
 
 def test_general_mistakes():
@@ -94,3 +121,140 @@ def test_scaled_dot_mistakes():
         lesson04.scaled_dot_score(lambda s, h: dot(s, h) / s.shape[-1])
     with pytest.raises(ExerciseError, match="sqrt\\(T\\)"):
         lesson04.scaled_dot_score(lambda s, h: dot(s, h) / math.sqrt(h.shape[1]))
+    with pytest.raises(ExerciseError, match="multiplied by sqrt\\(d\\)"):
+        lesson04.scaled_dot_score(lambda s, h: dot(s, h) * math.sqrt(s.shape[-1]))
+
+
+# ---------------------------------------------------------------- local-p attention
+def local_p_planted(mistake=None):
+    """A learner's local_p, written from the formulas, with one `mistake` planted."""
+    def local_p(e, mask, s, W_p, v_p, S, D):
+        z = torch.tanh(s @ (W_p if mistake == "W_p transposed" else W_p.T)) @ v_p
+        if mistake == "no tanh":
+            z = (s @ W_p.T) @ v_p
+        p = torch.sigmoid(z) if mistake == "no sigmoid" else S * torch.sigmoid(z)
+        if mistake == "no sigmoid":
+            p = S * z
+        if mistake == "not scaled by S":
+            p = torch.sigmoid(z)
+        if mistake == "p rounded":
+            p = p.round()
+        positions = torch.arange(e.shape[-1], dtype=e.dtype)
+        centre = {"round": p.round(), "floor": p.floor()}.get(mistake, p)
+        distance = positions[None, :] - centre[:, None]
+        window = {"wide": distance.abs() <= D + 1, "narrow": distance.abs() <= D - 1,
+                  "slice": (positions[None, :] >= p.floor()[:, None] - D)
+                  & (positions[None, :] < p.floor()[:, None] + D)}.get(mistake, distance.abs() <= D)
+        keep = window if mistake == "mask ignored" else window & mask
+        sigma = D if mistake == "sigma = D" else D / 2
+        distance = positions[None, :] - p[:, None]
+        gauss = torch.exp(-distance ** 2 / ((1 if mistake == "no 2" else 2) * sigma ** 2))
+        if mistake == "softmax over all":
+            return p, ref.masked_softmax(e, mask) * gauss
+        if mistake == "softmax then cut":
+            return p, ref.masked_softmax(e, mask) * gauss * window
+        if mistake == "gauss before softmax":
+            return p, ref.masked_softmax(e * gauss, keep)
+        if mistake == "log gauss in scores":
+            return p, ref.masked_softmax(e - distance ** 2 / (2 * sigma ** 2), keep)
+        if mistake == "divide by max":
+            exp = torch.exp(e - e.masked_fill(~keep, -torch.inf).amax(-1, keepdim=True)) * keep
+            return p, exp / exp.amax(-1, keepdim=True) * gauss
+        weights = ref.masked_softmax(e, keep)
+        if mistake == "no gauss":
+            return p, weights
+        if mistake == "returns alpha, p":
+            return weights * gauss, p
+        if mistake == "returns alpha only":
+            return weights * gauss
+        return p, weights * gauss
+    return local_p
+
+
+def test_local_p_planted_answer_without_mistake_passes(capsys):
+    lesson04.local_p(local_p_planted())
+    assert "✔" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("mistake, symptom", [
+    ("not scaled by S", "not scaled by S"),
+    ("no tanh", "tanh is missing"),
+    ("no sigmoid", "sigmoid is missing"),
+    ("W_p transposed", "W_p is transposed"),
+    ("p rounded", "p_t is rounded"),
+    ("softmax over all", "softmax runs over all positions: take it over the window"),
+    ("softmax then cut", "cut to the window afterwards"),
+    ("sigma = D", "sigma = D:"),
+    ("no 2", "factor 2"),
+    ("no gauss", "Gaussian is missing"),
+    ("gauss before softmax", "before the softmax"),
+    ("log gauss in scores", "renormalised after the Gaussian"),
+    ("divide by max", "largest term instead of the sum"),
+    ("mask ignored", "mask is ignored"),
+    ("round", "centred on round"),
+    ("floor", "centred on int"),
+    ("wide", "too wide"),
+    ("narrow", "too narrow"),
+    ("slice", "stops before its end"),
+    ("returns alpha, p", "wrong order"),
+    ("returns alpha only", "return 2 things"),
+])
+def test_local_p_mistakes(mistake, symptom):
+    with pytest.raises(ExerciseError, match=re.escape(symptom)):
+        lesson04.local_p(local_p_planted(mistake))
+
+
+# ---------------------------------------------------------------- REINFORCE
+def reinforce_planted(mistake=None):
+    """A learner's reinforce_loss with one `mistake` planted."""
+    def reinforce_loss(log_alpha, sampled, reward, baseline):
+        B = len(sampled)
+        log_p = log_alpha[torch.arange(B), sampled]
+        advantage = reward - baseline
+        if mistake != "not detached":
+            advantage = advantage.detach()
+        if mistake == "no baseline":
+            return -(reward.detach() * log_p).mean()
+        if mistake == "baseline outside":
+            return -(reward.detach() * log_p - baseline.detach()).mean()
+        if mistake == "sign":
+            return (advantage * log_p).mean()
+        if mistake == "alpha":
+            return -(advantage * log_p.exp()).mean()
+        if mistake == "sum":
+            return -(advantage * log_p).sum()
+        if mistake == "per example":
+            return -(advantage * log_p)
+        if mistake == "gather broadcast":
+            return -(advantage * log_alpha.gather(1, sampled[:, None])).mean()
+        if mistake == "block":
+            return -(advantage * log_alpha[:, sampled]).mean()
+        if mistake == "all positions":
+            return -(advantage[:, None] * log_alpha).mean()
+        if mistake == "item":
+            return torch.tensor(-(advantage * log_p).mean().item())
+        return -(advantage * log_p).mean()
+    return reinforce_loss
+
+
+def test_reinforce_planted_answer_without_mistake_passes(capsys):
+    lesson04.reinforce_loss(reinforce_planted())
+    assert "✔" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("mistake, symptom", [
+    ("no baseline", "baseline is missing"),
+    ("baseline outside", "baseline must multiply the log-probability"),
+    ("sign", "wrong sign"),
+    ("alpha", "alpha instead of log alpha"),
+    ("sum", "summed over the batch"),
+    ("per example", "one loss per example"),
+    ("gather broadcast", "broadcasts to (B, B)"),
+    ("block", "(B, B) block"),
+    ("all positions", "every position are used"),
+    ("not detached", "gradient flows into the reward"),
+    ("item", "no gradient reaches log_alpha"),
+])
+def test_reinforce_mistakes(mistake, symptom):
+    with pytest.raises(ExerciseError, match=re.escape(symptom)):
+        lesson04.reinforce_loss(reinforce_planted(mistake))

@@ -56,11 +56,21 @@ def read_crashes(memory, w):
     return memory @ w  # (B, N, M) @ (B, N): wrong shapes
 
 
+def read_not_summed(memory, w):
+    return w.unsqueeze(-1) * memory
+
+
+def read_sums_columns(memory, w):
+    return (w.unsqueeze(-1) * memory).sum(-1)
+
+
 @pytest.mark.parametrize("fn, match", [
     (read_unweighted, "without weighting them by w"),
     (read_mean, "weighted SUM"),
     (read_broadcasts, "broadcasts the batch"),
     (read_crashes, "your function raised"),
+    (read_not_summed, "did not sum them"),
+    (read_sums_columns, "summed over the columns"),
 ])
 def test_memory_read_mistakes(fn, match):
     with pytest.raises(ExerciseError, match=match):
@@ -80,10 +90,26 @@ def write_no_erase(memory, w, e, a):
     return memory + w.unsqueeze(-1) * a.unsqueeze(-2)
 
 
+def write_e_a_swapped(memory, w, e, a):
+    return ref.memory_write(memory, w, a, e)
+
+
+def write_subtracts(memory, w, e, a):
+    W = w.unsqueeze(-1)
+    return memory - W * e.unsqueeze(-2) + W * a.unsqueeze(-2)
+
+
+def write_add_ignores_w(memory, w, e, a):
+    return memory * (1 - w.unsqueeze(-1) * e.unsqueeze(-2)) + a.unsqueeze(-2)
+
+
 @pytest.mark.parametrize("fn, match", [
     (write_add_then_erase, "added before erasing"),
     (write_erase_all, "erase ignores w"),
     (write_no_erase, "nothing is erased"),
+    (write_e_a_swapped, "e and a are swapped"),
+    (write_subtracts, "subtracted w e"),
+    (write_add_ignores_w, "add ignores w"),
 ])
 def test_memory_write_mistakes(fn, match):
     with pytest.raises(ExerciseError, match=match):
@@ -104,7 +130,22 @@ def cosine_no_eps_nan_only_zero_memory(k, memory):  # eps added but with an `or`
     return (memory @ k.unsqueeze(-1)).squeeze(-1) / torch.where(norms > 0, norms, torch.zeros_like(norms))
 
 
+def cosine_k_only(k, memory):
+    return (memory @ k.unsqueeze(-1)).squeeze(-1) / (k.norm(dim=-1, keepdim=True) + 1e-8)
+
+
+def cosine_memory_only(k, memory):
+    return (memory @ k.unsqueeze(-1)).squeeze(-1) / (memory.norm(dim=-1) + 1e-8)
+
+
+def cosine_squared_norms(k, memory):
+    return (memory @ k.unsqueeze(-1)).squeeze(-1) / ((memory ** 2).sum(-1) * (k ** 2).sum(-1, keepdim=True) + 1e-8)
+
+
 @pytest.mark.parametrize("fn, match", [
+    (cosine_k_only, "divided by \\|k\\| only"),
+    (cosine_memory_only, "divided by \\|M\\(i\\)\\| only"),
+    (cosine_squared_norms, "not square-rooted"),
     (cosine_no_eps, "zero memory row gives NaN"),
     (cosine_dot_only, "without dividing by the norms"),
     (cosine_no_eps_nan_only_zero_memory, "NaN"),
@@ -130,7 +171,19 @@ def content_cosine_without_eps(k, beta, memory):
     return torch.softmax(beta * cosine_no_eps(k, memory), -1)
 
 
+def content_divides_by_max(k, beta, memory):
+    e = torch.exp(beta * ref.cosine_similarity(k, memory))
+    return e / e.amax(-1, keepdim=True)
+
+
+def content_no_exp(k, beta, memory):
+    x = beta * ref.cosine_similarity(k, memory)
+    return x / x.sum(-1, keepdim=True)
+
+
 @pytest.mark.parametrize("fn, match", [
+    (content_divides_by_max, "largest exp instead of the sum"),
+    (content_no_exp, "without exp"),
     (content_without_beta, "key strength beta is missing"),
     (content_cosine_without_eps, "zero memory row gives NaN"),
     (content_beta_as_temperature, "divided by beta"),
@@ -156,7 +209,9 @@ def interpolate_ignores_prev(w_c, w_prev, g):
 @pytest.mark.parametrize("fn, match", [
     (interpolate_reversed, "g is reversed"),
     (interpolate_no_complement, "not multiplied by \\(1 - g\\)"),
-    (interpolate_ignores_prev, "wrong values"),
+    (interpolate_ignores_prev, "w_prev is ignored"),
+    (lambda w_c, w_prev, g: (w_c + w_prev) / 2, "averaged w_c and w_prev"),
+    (lambda w_c, w_prev, g: g * w_c, "previous weighting is missing"),
 ])
 def test_interpolate_mistakes(fn, match):
     with pytest.raises(ExerciseError, match=match):
@@ -178,10 +233,30 @@ def shift_unnormalised_scale(w, s):
     return ref.shift(w, s) * 2
 
 
+def _rolls(w, s, **dims):
+    R = s.shape[-1] // 2
+    return torch.stack([torch.roll(w, k, **dims) for k in range(-R, R + 1)], dim=-1)
+
+
+def shift_unweighted(w, s):
+    return _rolls(w, s, dims=-1).mean(-1)
+
+
+def shift_roll_without_dims(w, s):
+    return (_rolls(w, s) * s.unsqueeze(-2)).sum(-1)
+
+
+def shift_roll_batch_axis(w, s):
+    return (_rolls(w, s, dims=0) * s.unsqueeze(-2)).sum(-1)
+
+
 @pytest.mark.parametrize("fn, match", [
     (shift_zero_padding, "not circular"),
     (shift_reversed, "wrong way"),
     (shift_unnormalised_scale, "must still sum to 1"),
+    (shift_unweighted, "not weighted by s"),
+    (shift_roll_without_dims, "without dims="),
+    (shift_roll_batch_axis, "roll over the wrong axis"),
 ])
 def test_shift_mistakes(fn, match):
     with pytest.raises(ExerciseError, match=match):
@@ -204,7 +279,9 @@ def sharpen_softmax(w, gamma):  # a different sharpening: not a power
 @pytest.mark.parametrize("fn, match", [
     (sharpen_no_renormalise, "not renormalised"),
     (sharpen_times_gamma, "multiplied by gamma"),
-    (sharpen_softmax, "wrong values"),
+    (sharpen_softmax, "softmax\\(gamma \\* w\\)"),
+    (lambda w, gamma: w ** gamma / (w ** gamma).amax(-1, keepdim=True), "largest w\\(j\\)\\*\\*gamma"),
+    (lambda w, gamma: w ** gamma / (w ** gamma).sum(0, keepdim=True), "wrong axis"),
 ])
 def test_sharpen_mistakes(fn, match):
     with pytest.raises(ExerciseError, match=match):
@@ -228,10 +305,26 @@ def heads_beta_raw(raw, M, S):
     return _heads(raw, M, S, beta_fn=lambda x: x)
 
 
+def heads_s_wrong_axis(raw, M, S):
+    k, beta, g, s, gamma = torch.split(raw, [M, 1, 1, S, 1], dim=-1)
+    return k, F.softplus(beta), torch.sigmoid(g), torch.softmax(s, 0), 1 + F.softplus(gamma)
+
+
+def heads_reversed(raw, M, S):
+    return _heads(raw, M, S)[::-1]
+
+
+def heads_four_values(raw, M, S):
+    return _heads(raw, M, S)[:4]
+
+
 @pytest.mark.parametrize("fn, match", [
     (heads_gamma_softplus, "gamma must be >= 1"),
     (heads_no_sigmoid, "apply a sigmoid"),
     (heads_beta_raw, "beta must be >= 0"),
+    (heads_s_wrong_axis, "s: softmax over the wrong axis"),
+    (heads_reversed, "wrong order"),
+    (heads_four_values, "return 5 things"),
 ])
 def test_head_parameters_mistakes(fn, match):
     with pytest.raises(ExerciseError, match=match):

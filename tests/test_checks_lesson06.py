@@ -21,7 +21,11 @@ def test_pointer_scores_reference_passes():
     (lambda h, s, W_h, W_s, v: ref.pointer_scores(h, s, W_s, W_h, v), "swapped"),
     (lambda h, s, W_h, W_s, v: torch.tanh(h @ W_h + s @ W_s) @ v, "not broadcast over the positions"),
     (lambda h, s, W_h, W_s, v: torch.softmax(ref.pointer_scores(h, s, W_h, W_s, v), -1), "before any softmax"),
-    (lambda h, s, W_h, W_s, v: torch.tanh(h @ W_h + (s @ W_s).unsqueeze(1)).sum(-1), "wrong values"),
+    (lambda h, s, W_h, W_s, v: torch.tanh(h @ W_h + (s @ W_s).unsqueeze(1)).sum(-1), "v is missing"),
+    (lambda h, s, W_h, W_s, v: torch.tanh((h @ W_h + (s @ W_s).unsqueeze(1)) @ v), "tanh is applied after"),
+    (lambda h, s, W_h, W_s, v: torch.tanh(h @ W_h.T + (s @ W_s.T).unsqueeze(1)) @ v, "weights are transposed"),
+    (lambda h, s, W_h, W_s, v: torch.tanh(h @ W_h.T + (s @ W_s).unsqueeze(1)) @ v, "W_h is transposed"),
+    (lambda h, s, W_h, W_s, v: torch.tanh(h @ W_h + (s @ W_s.T).unsqueeze(1)) @ v, "W_s is transposed"),
 ])
 def test_pointer_scores_mistakes(wrong, symptom):
     with pytest.raises(ExerciseError, match=symptom):
@@ -36,6 +40,11 @@ def test_pointer_scores_not_implemented():
 # ---------------------------------------------------------------- masked softmax
 def test_masked_pointer_softmax_reference_passes():
     check.masked_pointer_softmax(ref.masked_softmax)
+def _divide_by_max(scores, mask):
+    exp = torch.exp(scores - scores.masked_fill(~mask, float("-inf")).amax(-1, keepdim=True)) * mask
+    return exp / exp.amax(-1, keepdim=True)
+
+
 def _fill_then_softmax(value, dim=-1):
     def wrong(scores, mask):
         return torch.softmax(scores.masked_fill(~mask, value), dim=dim)
@@ -50,6 +59,8 @@ def _fill_then_softmax(value, dim=-1):
     (lambda scores, mask: torch.softmax(scores, -1) * mask, "after the softmax"),
     (_fill_then_softmax(float("-inf")), "NaN"),   # right except for fully masked rows
     (_fill_then_softmax(-1e9), "equal weights"),  # right except for fully masked rows
+    (lambda scores, mask: _divide_by_max(scores, mask), "largest exp instead of the sum"),
+    (lambda scores, mask: torch.log_softmax(scores.masked_fill(~mask, float("-inf")), -1), "log-probabilities"),
 ])
 def test_masked_pointer_softmax_mistakes(wrong, symptom):
     with pytest.raises(ExerciseError, match=symptom):
@@ -98,13 +109,27 @@ def step_not_a_tuple(model, h, state, inp, mask):
     return ref.decode_step(model, h, state, inp, mask)[0]
 
 
+def step_reordered(model, h, state, inp, mask):
+    weights, j, new_mask, new_state = ref.decode_step(model, h, state, inp, mask)
+    return j, weights, new_mask, new_state
+
+
+def step_masks_columns(model, h, state, inp, mask):
+    weights, j, _, new_state = ref.decode_step(model, h, state, inp, mask)
+    new_mask = mask.clone()
+    new_mask[:, j] = False
+    return weights, j, new_mask, new_state
+
+
 @pytest.mark.parametrize("wrong, symptom", [
     (step_old_state, "wrong decoder state"),
     (step_mask_not_updated, "chosen positions are not masked"),
     (step_mask_ignored, "mask is not used"),
     (step_returns_old_state, "returned state is the old one"),
     (step_argmax_wrong_axis, "argmax"),
-    (step_not_a_tuple, "should return a tuple"),
+    (step_not_a_tuple, "return 4 things"),
+    (step_reordered, "wrong order"),
+    (step_masks_columns, "new_mask\\[:, j\\] = False"),
 ])
 def test_decode_step_mistakes(wrong, symptom):
     with pytest.raises(ExerciseError, match=symptom):

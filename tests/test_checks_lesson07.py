@@ -29,11 +29,19 @@ def test_reference_passes_and_stub_is_not_implemented(check, reference, capsys):
         check(not_implemented)
 
 
-def make_attention(scale=True, dim=-1, invert=False, fill=float("-inf"), guard=True, after=False):
+def make_attention(scale=True, dim=-1, invert=False, fill=float("-inf"), guard=True, after=False, divisor=None,
+                   transposed=False, by_max=False):
     def attention(q, k, v, mask=None):
-        scores = q @ k.transpose(-2, -1)
-        if scale:
+        scores = k @ q.transpose(-2, -1) if transposed else q @ k.transpose(-2, -1)
+        if divisor is not None:
+            scores = scores / divisor(q, k, v)
+        elif scale:
             scores = scores / math.sqrt(q.size(-1))
+        if by_max:
+            if mask is not None:
+                scores = scores.masked_fill(~mask, float("-inf"))
+            weights = (scores - scores.amax(-1, keepdim=True)).exp()
+            return weights @ v, weights
         if mask is not None:
             keep = ~mask if invert else mask
             if after:
@@ -58,7 +66,16 @@ def make_attention(scale=True, dim=-1, invert=False, fill=float("-inf"), guard=T
     (make_attention(fill=0.0), "set to 0"),
     (make_attention(guard=False), "NaN"),
     (make_attention(guard=False, fill=-1e9), "uniform weights"),
-    (lambda q, k, v, mask=None: reference_attention(q, k, v, mask)[0], "return two things"),
+    (make_attention(divisor=lambda q, k, v: math.sqrt(v.size(-1))), r"sqrt\(d_v\)"),
+    (make_attention(divisor=lambda q, k, v: math.sqrt(k.size(-2))), r"sqrt\(T_k\)"),
+    (make_attention(divisor=lambda q, k, v: q.size(-1)), "divided by d_k"),
+    (make_attention(divisor=lambda q, k, v: 1 / math.sqrt(q.size(-1))), "multiplied by sqrt"),
+    (make_attention(by_max=True), "MAXIMUM"),
+    (make_attention(transposed=True), "transposed"),
+    (make_attention(dim=0), "axis 0, the batch axis"),
+    (lambda q, k, v, mask=None: make_attention(dim=1 if q.dim() == 4 else -1)(q, k, v, mask), "axis 1, the head axis"),
+    (lambda q, k, v, mask=None: reference_attention(q, k, v, mask)[0], "return 2 things"),
+    (lambda q, k, v, mask=None: reference_attention(q, k, v, mask)[::-1], "wrong order"),
     (lambda q, k, v, mask=None: (reference_attention(q, k, k, mask)[0], reference_attention(q, k, v, mask)[1]),
      "instead of the values"),
 ])
@@ -80,7 +97,8 @@ def test_attention_causality_is_checked():
     (lambda T: torch.triu(torch.ones(T, T, dtype=torch.bool)), "transposed"),
     (lambda T: torch.tril(torch.ones(T, T, dtype=torch.bool), -1), "diagonal is masked"),
     (lambda T: torch.tril(torch.ones(T, T)), "boolean"),
-    (lambda T: torch.ones(T, T, dtype=torch.bool), "wrong values"),
+    (lambda T: torch.tril(torch.ones(T, T, dtype=torch.bool), 1), "off by one"),
+    (lambda T: torch.ones(T, T, dtype=torch.bool), "hides nothing"),
 ])
 def test_causal_mask_mistakes(mistake, symptom):
     with pytest.raises(ExerciseError, match=symptom):
@@ -93,7 +111,8 @@ def test_causal_mask_mistakes(mistake, symptom):
     (lambda tokens, pad_id: (tokens != pad_id)[:, None, :, None], "masks QUERIES"),
     (lambda tokens, pad_id: (tokens != pad_id)[:, None, :], r"shape \(B, 1, T\)"),
     (lambda tokens, pad_id: (tokens != pad_id).float()[:, None, None, :], "boolean"),
-    (lambda tokens, pad_id: (tokens != 0)[:, None, None, :], "wrong values"),  # ignores pad_id
+    (lambda tokens, pad_id: (tokens != pad_id)[:, :, None, None], r"shape \(B, T, 1, 1\)"),
+    (lambda tokens, pad_id: (tokens != 0)[:, None, None, :], "not with `pad_id`"),
 ])
 def test_padding_mask_mistakes(mistake, symptom):
     with pytest.raises(ExerciseError, match=symptom):

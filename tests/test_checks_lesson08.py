@@ -13,7 +13,8 @@ def not_implemented(*args, **kwargs):
     raise NotImplementedError()
 
 
-def make_mha(scale="d_head", split="ok", merge="ok", out_proj=True, dim=-1, use_mask=True, store=True):
+def make_mha(scale="d_head", split="ok", merge="ok", out_proj=True, dim=-1, use_mask=True, store=True,
+             same_projection=False, invert=False):
     class MHA(nn.Module):
         def __init__(self, d_model, num_heads):
             super().__init__()
@@ -25,15 +26,21 @@ def make_mha(scale="d_head", split="ok", merge="ok", out_proj=True, dim=-1, use_
         def forward(self, query, key, value, mask=None):
             B, h = query.size(0), self.num_heads
             q, k, v = self.w_q(query), self.w_k(key), self.w_v(value)
+            if same_projection:
+                k, v = self.w_q(key), self.w_q(value)
             if split == "ok":
                 q, k, v = (ref.split_heads(t, h) for t in (q, k, v))
             else:
                 q, k, v = (t.reshape(B, h, t.size(1), self.d_head) for t in (q, k, v))
             scores = q @ k.transpose(-2, -1) / math.sqrt({"d_head": self.d_head, "d_model": h * self.d_head,
-                                                          "none": 1}[scale])
-            if mask is not None and use_mask:
+                                                          "T_k": k.size(-2), "none": 1}[scale])
+            if mask is not None and invert:  # the course's attention: a row with no key left gets zeros
+                weights = ref.attention_weights(q, k, ~mask)
+            elif mask is not None and use_mask:
                 scores = scores.masked_fill(~mask, float("-inf"))
-            weights = scores.softmax(dim)
+                weights = scores.softmax(dim)
+            else:
+                weights = scores.softmax(dim)
             if store:
                 self.attn_weights = weights
             out = weights @ v
@@ -42,20 +49,7 @@ def make_mha(scale="d_head", split="ok", merge="ok", out_proj=True, dim=-1, use_
     return MHA
 
 
-class Reference(nn.Module):
-    """The exercise's solution written with the reference functions."""
-
-    def __init__(self, d_model, num_heads):
-        super().__init__()
-        self.num_heads = num_heads
-        self.w_q, self.w_k = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
-        self.w_v, self.w_o = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
-        self.attn_weights = None
-
-    def forward(self, query, key, value, mask=None):
-        q, k, v = (ref.split_heads(f(t), self.num_heads) for f, t in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
-        out, self.attn_weights = ref.scaled_dot_product_attention(q, k, v, mask, need_weights=True)
-        return self.w_o(ref.merge_heads(out))
+Reference = lesson08.ReferenceMultiHeadAttention
 
 
 class NotImplementedMHA(Reference):
@@ -81,6 +75,7 @@ def test_reference_passes_and_stub_is_not_implemented(check, reference, stub, ca
     (lambda x, h: x.reshape(x.size(0), h, x.size(1), -1), "cut across positions"),
     (lambda x, h: x.view(x.size(0), x.size(1), -1, h).permute(0, 3, 1, 2), "CONTIGUOUS"),
     (lambda x, h: x.view(x.size(0), x.size(1), h, -1), "transpose"),
+    (lambda x, h: x.view(x.size(0), x.size(1), h, -1).permute(0, 2, 3, 1), "transposed"),
 ])
 def test_split_heads_mistakes(mistake, symptom):
     with pytest.raises(ExerciseError, match=symptom):
@@ -91,6 +86,7 @@ def test_split_heads_mistakes(mistake, symptom):
     (lambda x: x.reshape(x.size(0), x.size(2), -1), "merged in the wrong order"),
     (lambda x: x.permute(0, 2, 3, 1).reshape(x.size(0), x.size(2), -1), "interleaved"),
     (lambda x: x.transpose(1, 2), "reshape it"),
+    (lambda x: x.reshape(x.size(0), -1, x.size(-1)), "stacked along time"),
 ])
 def test_merge_heads_mistakes(mistake, symptom):
     with pytest.raises(ExerciseError, match=symptom):
@@ -106,6 +102,9 @@ def test_merge_heads_mistakes(mistake, symptom):
     (dict(dim=-2), "wrong axis"),
     (dict(use_mask=False), "mask is ignored"),
     (dict(store=False), "attn_weights"),
+    (dict(scale="T_k"), r"sqrt\(T_k\)"),
+    (dict(same_projection=True), "projected with w_q"),
+    (dict(invert=True), "mask is inverted"),
 ])
 def test_multi_head_attention_mistakes(kwargs, symptom):
     with pytest.raises(ExerciseError, match=symptom):
@@ -124,6 +123,7 @@ def test_multi_head_attention_needs_the_given_layers():
 
 @pytest.mark.parametrize("form, symptom", [
     ("concat", "interleaved"), ("swapped", "swapped"), ("i", "instead of 2i"), ("times", "multiplied"),
+    ("from_one", "start at 1"), ("column", r"\(2i\+1\)/d_model"),
 ])
 def test_positional_encoding_mistakes(form, symptom):
     with pytest.raises(ExerciseError, match=symptom):

@@ -1,5 +1,7 @@
 """Lesson 09: every check passes the reference and names typical mistakes."""
 import pytest
+import torch
+import torch.nn.functional as F
 
 from course_utils import transformer as ref
 from course_utils.checks import ExerciseError, lesson09
@@ -15,6 +17,7 @@ def not_implemented(self, *args, **kwargs):
 
 
 @pytest.mark.parametrize("check, reference, stub", [
+    (lesson09.feed_forward, lesson09.FeedForward, layer_class(lesson09.FeedForward, not_implemented)),
     (lesson09.encoder_layer, ref.EncoderLayer, layer_class(ref.EncoderLayer, not_implemented)),
     (lesson09.decoder_layer, ref.DecoderLayer, layer_class(ref.DecoderLayer, not_implemented)),
     (lesson09.transformer_forward, lambda model, src, tgt_in: model(src, tgt_in),
@@ -28,6 +31,57 @@ def test_reference_passes_and_stub_is_not_implemented(check, reference, stub, ca
         check(stub)
 
 
+def ffn_mistake(kind):
+    def forward(self, x):
+        if kind == "F.dropout":  # F.dropout's training flag defaults to True: dropout stays on at evaluation
+            return F.dropout(torch.relu(x @ self.W_1 + self.b_1), self.dropout.p) @ self.W_2 + self.b_2
+        if kind == "mix":  # a reshape that mixes the sequence axis into the features
+            B, T, d_model = x.shape
+            return lesson09.FeedForward.forward(self, x.reshape(B, d_model, T).transpose(1, 2))
+        params = dict(self.named_parameters())
+        return lesson09._ffn(params, x, kind, self.dropout)
+    return layer_class(lesson09.FeedForward, forward)
+
+
+@pytest.mark.parametrize("kind, symptom", [
+    ("ok", None),
+    ("relu_twice", "after the second layer too"),
+    ("no_relu", "ReLU is missing"),
+    ("no_b_1", "b_1 is missing"),
+    ("no_b_2", "b_2 is missing"),
+    ("order", "wrong order"),
+    ("W_1.T", "W_1 is transposed"),
+    ("W_2.T", "W_2 is transposed"),
+    ("dropout_output", "dropout is applied to the output"),
+    ("dropout_input", "dropout is applied to the input"),
+    ("F.dropout", "active at evaluation"),
+    ("mix", "ALONE"),
+])
+def test_feed_forward_mistakes(kind, symptom):
+    outcome = lesson09.feed_forward.evaluate(ffn_mistake(kind))
+    if symptom is None:
+        assert outcome.passed, outcome.message
+    else:
+        assert outcome.status == "wrong" and symptom in outcome.message, outcome.message
+
+
+def test_feed_forward_without_dropout_in_training_is_named():
+    def forward(self, x):
+        return torch.relu(x @ self.W_1 + self.b_1) @ self.W_2 + self.b_2
+    with pytest.raises(ExerciseError, match="no dropout"):
+        lesson09.feed_forward(layer_class(lesson09.FeedForward, forward))
+
+
+def test_feed_forward_with_renamed_parameters_is_told_to_keep_init():
+    class Renamed(lesson09.FeedForward):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.W1 = self.W_1
+            del self.W_1
+    with pytest.raises(ExerciseError, match="keep __init__ as given"):
+        lesson09.feed_forward(Renamed)
+
+
 def encoder_mistake(kind=None, use_mask=True):
     def forward(self, x, mask=None):
         return lesson09._encoder_layer(self, x, mask, self.norm_first, kind or "ok", use_mask)
@@ -39,6 +93,8 @@ def encoder_mistake(kind=None, use_mask=True):
     (encoder_mistake("swapped"), "post-norm"),
     (encoder_mistake(use_mask=False), "padding mask is not passed"),
     (encoder_mistake("norm_residual"), "normalised x"),
+    (encoder_mistake("one_norm"), "One LayerNorm|one LayerNorm"),
+    (encoder_mistake("stale"), "layer's INPUT"),
 ])
 def test_encoder_layer_mistakes(mistake, symptom):
     with pytest.raises(ExerciseError, match=symptom):
@@ -68,6 +124,8 @@ def decoder_mistake(kind):
     ("no_residual", "residual connection is missing"),
     ("swapped", "post-norm"),
     ("norm_residual", "normalised x"),
+    ("one_norm", "one LayerNorm serves every sub-layer"),
+    ("order", "comes before the masked self-attention"),
 ])
 def test_decoder_layer_mistakes(kind, symptom):
     with pytest.raises(ExerciseError, match=symptom):
@@ -88,6 +146,11 @@ def test_decoder_layer_that_peeks_at_the_future_is_rejected():
     ("no_causal", "sees the future"),
     ("no_src_mask", "source padding mask is missing"),
     ("no_tgt_pad", "target padding mask is missing"),
+    ("no_memory_mask", "cross-attention gets no source padding mask"),
+    ("d_model", "multiplied by d_model"),
+    ("divided", "divided by sqrt"),
+    ("pos_scaled", "positions are scaled too"),
+    ("swapped_embed", "embeddings are swapped"),
 ])
 def test_transformer_forward_mistakes(kind, symptom):
     with pytest.raises(ExerciseError, match=symptom):

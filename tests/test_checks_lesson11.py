@@ -4,6 +4,7 @@ import math
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from course_utils.checks import ExerciseError
 from course_utils.checks import lesson11 as check
@@ -17,17 +18,27 @@ def not_implemented(*args, **kwargs):
 
 
 # --- exercise 1: self_attention_2d -----------------------------------------------------------------
-def _attention_2d(x, W_f, W_g, W_h, softmax_dim=-1, scale=True, swap=False, transpose_first=True):
+def _attention_2d(x, W_f, W_g, W_h, softmax_dim=-1, scale="d_key", swap=False, transpose_first=True,
+                  normalise="sum", values="h", reshape=True):
     B, C, H, W = x.shape
     k = conv1x1(x, W_f).flatten(2).transpose(1, 2)
     q = conv1x1(x, W_g).flatten(2).transpose(1, 2)
-    v = conv1x1(x, W_h).flatten(2).transpose(1, 2)
+    v = conv1x1(x, W_h).flatten(2).transpose(1, 2) if values == "h" else x.flatten(2).transpose(1, 2)
     if swap:
         q, k = k, q
-    scores = q @ k.transpose(1, 2) / (math.sqrt(k.size(-1)) if scale else 1.0)
-    weights = torch.softmax(scores, dim=softmax_dim)
+    size = {"d_key": k.size(-1), "none": 1, "C_v": W_h.shape[0], "N": H * W, "C": C, "d_key²": k.size(-1) ** 2}[scale]
+    scores = q @ k.transpose(1, 2) / math.sqrt(size)
+    if normalise == "sum":
+        weights = torch.softmax(scores, dim=softmax_dim)
+    elif normalise == "max":
+        weights = torch.exp(scores) / torch.exp(scores).amax(-1, keepdim=True)
+    elif normalise == "none":
+        weights = torch.exp(scores)
+    else:
+        weights = scores
     o = weights @ v
-    o = o.transpose(1, 2).reshape(B, -1, H, W) if transpose_first else o.reshape(B, -1, H, W)
+    if reshape:
+        o = o.transpose(1, 2).reshape(B, -1, H, W) if transpose_first else o.reshape(B, -1, H, W)
     return o, weights
 
 
@@ -44,18 +55,31 @@ def test_self_attention_2d_accepts_conv2d_answer():
     check.self_attention_2d(with_conv2d)
 @pytest.mark.parametrize("kwargs, symptom", [
     (dict(softmax_dim=1), "normalised over the queries"),
-    (dict(scale=False), "not divided by √d_key"),
+    (dict(scale="none"), "not divided by √d_key"),
+    (dict(scale="C_v"), r"divided by √C_v \(the size of a value\)"),
+    (dict(scale="N"), r"divided by √N \(the number of pixels\)"),
+    (dict(scale="C"), r"divided by √C \(the channels of x\)"),
+    (dict(scale="d_key²"), "divided by d_key, not by its square root"),
+    (dict(normalise="max"), "divided by their largest value, not by their sum"),
+    (dict(normalise="none"), "not normalised"),
+    (dict(normalise="scores"), "the scores themselves"),
     (dict(swap=True), "queries and keys are swapped"),
     (dict(transpose_first=False), "scrambled"),
+    (dict(reshape=False), r"o is still \(B, N, C_v\)"),
+    (dict(values="x"), "mixes x itself, not the values"),
 ])
 def test_self_attention_2d_rejects_mistakes(kwargs, symptom):
     with pytest.raises(ExerciseError, match=symptom):
         check.self_attention_2d(lambda *a: _attention_2d(*a, **kwargs))
 
 
-def test_self_attention_2d_rejects_wrong_return():
-    with pytest.raises(ExerciseError, match="should return a pair"):
-        check.self_attention_2d(lambda *a: _attention_2d(*a)[0])
+@pytest.mark.parametrize("answer, symptom", [
+    (lambda *a: _attention_2d(*a)[0], r"return 2 things, as `return o, weights`"),
+    (lambda *a: _attention_2d(*a)[::-1], r"wrong order: you return \(weights, o\)"),
+])
+def test_self_attention_2d_rejects_wrong_return(answer, symptom):
+    with pytest.raises(ExerciseError, match=symptom):
+        check.self_attention_2d(answer)
 
 
 def test_self_attention_2d_not_implemented():
@@ -64,23 +88,25 @@ def test_self_attention_2d_not_implemented():
 
 
 # --- exercise 2: SelfAttention2d (the γ-residual) --------------------------------------------------
-def _block(gamma_init=0.0, residual="x + γo", as_parameter=True, keep_weights=True):
+def _block(gamma_init=0.0, residual="x + γo", as_parameter=True, keep_weights=True, gamma_shape=(1,), swap=False):
     class Block(SelfAttention2d):
         def __init__(self, channels):
             super().__init__(channels)
             if as_parameter:
-                self.gamma = nn.Parameter(torch.full((1,), gamma_init))
+                self.gamma = nn.Parameter(torch.full(gamma_shape, gamma_init))
             else:
                 del self.gamma
                 self.gamma = torch.full((1,), gamma_init)
 
         def forward(self, x):
-            o, weights = self_attention_2d(x, self.f.weight[:, :, 0, 0], self.g.weight[:, :, 0, 0],
-                                           self.h.weight[:, :, 0, 0])
+            W_f, W_g = self.f.weight[:, :, 0, 0], self.g.weight[:, :, 0, 0]
+            if swap:
+                W_f, W_g = W_g, W_f
+            o, weights = self_attention_2d(x, W_f, W_g, self.h.weight[:, :, 0, 0])
             if keep_weights:
                 self.attn_weights = weights
             return {"x + γo": x + self.gamma * o, "γo": self.gamma * o, "x + o": x + o,
-                    "γx + o": self.gamma * x + o}[residual]
+                    "γx + o": self.gamma * x + o, "x + γx": x + self.gamma * x}[residual]
     return Block
 
 
@@ -105,6 +131,9 @@ def test_block_accepts_convs_with_bias():
     (dict(residual="γo"), "residual is missing"),
     (dict(residual="x + o"), "γ is not used"),
     (dict(residual="γx + o"), "γ multiplies the wrong term"),
+    (dict(residual="x + γx"), "o is missing"),
+    (dict(swap=True), "keys and queries are swapped"),
+    (dict(gamma_shape=(16,)), "one learned scalar"),
     (dict(as_parameter=False), "not an nn.Parameter"),
     (dict(keep_weights=False), "self.attn_weights"),
 ])
@@ -131,14 +160,144 @@ def test_block_not_implemented():
         check.self_attention_block(Stub)
 
 
-# --- exercise 3: causal_attention_block ------------------------------------------------------------
-def _causal(x, W_q, W_k, W_v, mask="causal", scale=True, fill=float("-inf"), softmax_dim=-1, concat="x, read"):
+# --- exercise 3: dense_block ----------------------------------------------------------------------
+def _dense(x, W_f, W_g, dilation, pad="left", delay=None, taps=(0, 1), acts=(torch.tanh, torch.sigmoid),
+           swap_weights=False, present=True, past=True, concat="x, new"):
+    """A dense block written as a learner would, with x_{t-d} from F.pad (or torch.roll)."""
+    T = x.shape[1]
+    d = dilation if delay is None else delay
+    if pad == "left":
+        x_past = F.pad(x, (0, 0, d, 0))[:, :T]               # x_{t-d}, zeros for t < d
+    elif pad == "right":
+        x_past = F.pad(x, (0, 0, 0, d))[:, d:]               # x_{t+d}: the future
+    else:
+        x_past = torch.roll(x, d, dims=1)                    # wraps the end round to the start
+    if swap_weights:
+        W_f, W_g = W_g, W_f
+
+    def conv(W):
+        return (x @ W[taps[0]] if present else 0) + (x_past @ W[taps[1]] if past else 0)
+    new = acts[0](conv(W_f)) * acts[1](conv(W_g))
+    return {"x, new": lambda: torch.cat([x, new], -1), "new, x": lambda: torch.cat([new, x], -1),
+            "new": lambda: new}[concat]()
+
+
+def _dense_conv1d(x, W_f, W_g, dilation, padding="left", keep="first", concat=True):
+    """A dense block written with F.conv1d, whose kernel tap 0 meets the older input x_{t-d}."""
+    T = x.shape[1]
+    xt = x.transpose(1, 2)                                   # (B, d_in, T)
+
+    def conv(W):
+        kernel = torch.stack([W[1].T, W[0].T], dim=-1)       # (filters, d_in, 2)
+        if padding == "left":
+            out = F.conv1d(F.pad(xt, (dilation, 0)), kernel, dilation=dilation)
+        elif padding == "none":
+            out = F.conv1d(xt, kernel, dilation=dilation)
+        elif padding == "same":
+            out = F.conv1d(xt, kernel, dilation=dilation, padding="same")
+        else:                                                # both sides: T + d steps
+            out = F.conv1d(xt, kernel, dilation=dilation, padding=dilation)
+            out = {"first": out[..., :T], "last": out[..., -T:], "all": out}[keep]
+        return out.transpose(1, 2)
+    new = torch.tanh(conv(W_f)) * torch.sigmoid(conv(W_g))
+    return torch.cat([x, new], dim=-1) if concat else new
+
+
+_STEPS_DIFFER = "^[^\n]*could not be concatenated: [^\n]* numbers of steps"    # the first line of the message
+
+
+def test_dense_block_reference_is_the_formula():
+    g = torch.Generator().manual_seed(0)
+    B, T, d_in, filters, d = 2, 7, 3, 4, 2
+    x, W_f, W_g = torch.randn(B, T, d_in, generator=g), torch.randn(2, d_in, filters, generator=g), \
+        torch.randn(2, d_in, filters, generator=g)
+    out = check.dense_block_reference(x, W_f, W_g, d)
+    assert out.shape == (B, T, d_in + filters) and torch.equal(out[..., :d_in], x)
+    for t in range(T):
+        past = x[:, t - d] if t >= d else torch.zeros(B, d_in)
+        new = torch.tanh(x[:, t] @ W_f[0] + past @ W_f[1]) * torch.sigmoid(x[:, t] @ W_g[0] + past @ W_g[1])
+        assert torch.allclose(out[:, t, d_in:], new, atol=1e-6)
+
+
+def test_dense_block_reference_keeps_the_global_seed():
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    check.dense_block_reference(torch.randn(1, 4, 2), torch.randn(2, 2, 3), torch.randn(2, 2, 3), 1)
+    torch.manual_seed(0)
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_dense_block_accepts_reference():
+    check.dense_block(check.dense_block_reference)
+@pytest.mark.parametrize("answer", [
+    lambda *a: _dense(*a),
+    lambda *a: _dense_conv1d(*a, padding="left"),
+    lambda *a: _dense_conv1d(*a, padding="both", keep="first"),
+], ids=["pad-and-slice", "conv1d-left-padded", "conv1d-both-padded-first-T"])
+def test_dense_block_accepts_correct_answers(answer):
+    check.dense_block(answer)
+@pytest.mark.parametrize("answer, symptom", [
+    (lambda *a: _dense(*a, pad="right"), r"future: step t is mixed with x_\{t\+d\}.*padded on the right"),
+    (lambda *a: _dense(*a, pad="roll"), "torch.roll wraps"),
+    (lambda *a: _dense_conv1d(*a, padding="both", keep="last"), "looks into the future"),
+    (lambda *a: _dense_conv1d(*a, padding="same"), "looks into the future"),
+    (lambda *a: _dense_conv1d(*a, padding="none"), _STEPS_DIFFER),
+    (lambda *a: _dense_conv1d(*a, padding="both", keep="all"), _STEPS_DIFFER),
+    (lambda *a: _dense_conv1d(*a, padding="none", concat=False), "^[^\n]*dropped d = 4 steps"),
+    (lambda *a: _dense_conv1d(*a, padding="both", keep="all", concat=False), "^[^\n]*both sides adds steps"),
+    (lambda x, W_f, W_g, d: _dense(x, W_f, W_g, 1), "dilation is ignored"),
+    (lambda *a: _dense(*a, delay=a[3] - 1), r"off by one: step t is mixed with x_\{t−d\+1\}"),
+    (lambda *a: _dense(*a, delay=a[3] + 1), r"off by one: step t is mixed with x_\{t−d−1\}"),
+    (lambda *a: _dense(*a, taps=(1, 0)), "two taps are swapped"),
+    (lambda *a: _dense(*a, acts=(torch.sigmoid, torch.tanh)), "tanh and σ are swapped"),
+    (lambda *a: _dense(*a, swap_weights=True), "tanh and σ are swapped"),
+    (lambda *a: _dense(*a, acts=(torch.tanh, lambda z: 1.0)), "the gate is missing"),
+    (lambda *a: _dense(*a, present=False), "the present step is missing"),
+    (lambda *a: _dense(*a, past=False), "the past step is missing"),
+    (lambda *a: _dense(*a, concat="new"), r"\[x, new features\] concatenated on the last axis"),
+    (lambda *a: _dense(*a, concat="new, x"), "concatenated in the wrong order"),
+    (lambda *a: None, "forget to `return`"),
+])
+def test_dense_block_rejects_mistakes(answer, symptom):
+    with pytest.raises(ExerciseError, match=symptom):
+        check.dense_block(answer)
+
+
+def test_dense_block_rejects_future_leak_it_cannot_name():
+    def leaky(x, W_f, W_g, d):            # right values on the test inputs' past, but peeks at the last step
+        out = check.dense_block_reference(x, W_f, W_g, d)
+        return out + 0.1 * x[:, -1:].sum(-1, keepdim=True)
+    with pytest.raises(ExerciseError, match=r"changed when only the inputs after step \d+ changed"):
+        check.dense_block(leaky)
+
+
+def test_dense_block_not_implemented():
+    with prints_not_implemented():
+        check.dense_block(not_implemented)
+
+
+# --- exercise 4: causal_attention_block ------------------------------------------------------------
+def _causal(x, W_q, W_k, W_v, mask="causal", scale="d_key", fill=float("-inf"), softmax_dim=-1, concat="x, read",
+            normalise="sum", values="v", transpose_weights=False):
     T = x.shape[1]
     q, k, v = x @ W_q, x @ W_k, x @ W_v
-    scores = q @ k.transpose(1, 2) / (math.sqrt(k.size(-1)) if scale else 1.0)
-    keep = {"causal": causal_mask(T), "flipped": causal_mask(T).T, "none": torch.ones(T, T, dtype=torch.bool)}[mask]
-    weights = torch.softmax(scores.masked_fill(~keep, fill), dim=softmax_dim)
-    read = weights @ v
+    if values == "x":
+        v = x
+    size = {"d_key": k.size(-1), "none": 1, "d_value": W_v.shape[1], "T": T, "d_in": x.shape[-1],
+            "d_key²": k.size(-1) ** 2}[scale]
+    scores = q @ k.transpose(1, 2) / math.sqrt(size)
+    ones = torch.ones(T, T, dtype=torch.bool)
+    keep = {"causal": causal_mask(T), "flipped": causal_mask(T).T, "none": ones,
+            "one ahead": torch.tril(ones, 1), "no diagonal": torch.tril(ones, -1)}[mask]
+    if normalise == "after":
+        weights = torch.softmax(scores, dim=softmax_dim) * keep
+    elif normalise == "max":
+        e = torch.exp(scores.masked_fill(~keep, fill))
+        weights = e / e.amax(-1, keepdim=True)
+    else:
+        weights = torch.softmax(scores.masked_fill(~keep, fill), dim=softmax_dim)
+    read = (weights.transpose(1, 2) if transpose_weights else weights) @ v
     out = {"x, read": lambda: torch.cat([x, read], -1), "read, x": lambda: torch.cat([read, x], -1),
            "read": lambda: read}[concat]()
     return out, weights
@@ -149,7 +308,17 @@ def test_causal_block_accepts_reference():
 @pytest.mark.parametrize("kwargs, symptom", [
     (dict(mask="flipped"), "mask is flipped"),
     (dict(mask="none"), "no causal mask"),
-    (dict(scale=False), "not divided by √d_key"),
+    (dict(mask="one ahead"), "mask is off by one"),
+    (dict(mask="no diagonal"), "leaves out the diagonal"),
+    (dict(normalise="after"), "mask is applied after the softmax"),
+    (dict(normalise="max"), "divided by their largest value, not by their sum"),
+    (dict(scale="none"), "not divided by √d_key"),
+    (dict(scale="d_value"), r"divided by √d_value \(the size of a value\)"),
+    (dict(scale="T"), r"divided by √T \(the number of steps\)"),
+    (dict(scale="d_in"), r"divided by √d_in \(the size of an input\)"),
+    (dict(scale="d_key²"), "divided by d_key, not by its square root"),
+    (dict(values="x"), "mixes x itself, not the values"),
+    (dict(transpose_weights=True), "transposed weights"),
     (dict(fill=0.0), "instead of -inf"),
     (dict(softmax_dim=1), "over the queries"),
     (dict(concat="read"), r"\[x, read\] concatenated"),
@@ -158,6 +327,15 @@ def test_causal_block_accepts_reference():
 def test_causal_block_rejects_mistakes(kwargs, symptom):
     with pytest.raises(ExerciseError, match=symptom):
         check.causal_attention_block(lambda *a: _causal(*a, **kwargs))
+
+
+@pytest.mark.parametrize("answer, symptom", [
+    (lambda *a: causal_attention_block(*a)[0], r"return 2 things, as `return out, weights`"),
+    (lambda *a: causal_attention_block(*a)[::-1], r"wrong order: you return \(weights, out\)"),
+])
+def test_causal_block_rejects_wrong_return(answer, symptom):
+    with pytest.raises(ExerciseError, match=symptom):
+        check.causal_attention_block(answer)
 
 
 def test_causal_block_rejects_future_leak_it_cannot_name():

@@ -89,7 +89,7 @@ def test_exhaustive_beam_finds_the_best_sequence(seed, alpha):
         assert hyp.score == pytest.approx(score, abs=1e-4) and hyp.log_prob == pytest.approx(lp, abs=1e-4)
     # a narrow beam can only do as well as the exhaustive one
     narrow = beam_search(model, src, BOS, EOS, PAD, beam_size=2, max_len=max_len, length_penalty=alpha)[0]
-    assert narrow[0].score <= hyps[0].score + 1e-6
+    assert narrow[0].score <= hyps[0].score + 1e-5   # (float rounding: another batch size)
 
 
 def test_n_best_sorted_and_distinct():

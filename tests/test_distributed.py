@@ -38,11 +38,13 @@ def clean_env(**extra):
     return env
 
 
-def torchrun(nproc, *args, timeout=180):
-    """`torchrun --nproc_per_node=nproc *args` on 127.0.0.1; returns the CompletedProcess."""
+def torchrun(nproc, *args, tmp, timeout=180):
+    """`torchrun --nproc_per_node=nproc *args` on 127.0.0.1; returns the CompletedProcess. Its temporary
+    files (torchrun's torchelastic_* log folders among them) go into `tmp`, a folder of pytest's tmp_path."""
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", "--nnodes=1",
            "--master_addr=127.0.0.1", f"--master_port={free_port()}", *map(str, args)]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=clean_env(), cwd=ROOT)
+    env = clean_env(TMPDIR=str(tmp), TEMP=str(tmp), TMP=str(tmp))
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
 
 
 @pytest.fixture
@@ -163,7 +165,7 @@ def two_processes(tmp_path_factory):
     out = tmp_path_factory.mktemp("ddp")
     result = torchrun(2, "-m", "course_utils.distributed", "--steps", STEPS, "--batch-tokens", 512,
                       "--micro-tokens", 64, "--json", out / "run.json", "--checkpoint", out / "ckpt.pt",
-                      "--save-at", SAVE_AT)
+                      "--save-at", SAVE_AT, tmp=tmp_path_factory.mktemp("tmp"))
     assert result.returncode == 0, result.stdout + result.stderr
     return json.loads((out / "run.json").read_text()), out / "ckpt.pt", result.stdout
 
@@ -233,13 +235,15 @@ def translate_runs(tmp_path_factory):
     """Two processes x 1 micro-batch of 512 tokens, and one process x 2 micro-batches of 512."""
     from course_utils import translate as tr
     two, one = tmp_path_factory.mktemp("smoke2"), tmp_path_factory.mktemp("smoke1")
-    result = torchrun(2, "-m", "course_utils.translate", *SMOKE, "--out", two, timeout=300)
+    result = torchrun(2, "-m", "course_utils.translate", *SMOKE, "--out", two, tmp=tmp_path_factory.mktemp("tmp"),
+                      timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     torch.set_num_threads(1)
     assert tr.main([*SMOKE, "--out", str(one), "--accum-steps", "2"]) == 0
     return two, one, result.stdout
 
 
+@pytest.mark.multi30k
 def test_translate_on_two_processes_matches_one_process(translate_runs):
     two, one, stdout = translate_runs
     (h2, r2), (h1, r1) = smoke_history(two), smoke_history(one)
@@ -253,6 +257,7 @@ def test_translate_on_two_processes_matches_one_process(translate_runs):
     assert "global batch 1024 tokens = 512 per micro-batch x 2 process(es) x 1 accumulation" in stdout
 
 
+@pytest.mark.multi30k
 def test_translate_checkpoint_of_two_processes_resumes_on_one(translate_runs):
     from course_utils import translate as tr
     two, one, _ = translate_runs
@@ -267,7 +272,8 @@ def test_translate_checkpoint_of_two_processes_resumes_on_one(translate_runs):
     (["--batch-tokens", "1000", "--accum-steps", "3"], "global batch 1000 cannot be split into 1 processes x 3"),
     (["--micro-batch-tokens", "300"], "global batch 1024 is not divisible by micro-batch 300"),
     (["--batch-tokens", "1024", "--accum-steps", "16"], "cannot hold the longest sentence"),
-    (["--max-train-pairs", "3", "--accum-steps", "2"], "fewer than one optimizer step"),
+    pytest.param(["--max-train-pairs", "3", "--accum-steps", "2"], "fewer than one optimizer step",
+                 marks=pytest.mark.multi30k),                       # counts the batches of the data
 ])
 def test_translate_impossible_configuration_stops_before_training(args, words, tmp_path, capsys,
                                                                   no_torchrun_env):

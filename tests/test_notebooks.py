@@ -89,7 +89,13 @@ def test_badges_and_setup_use_the_one_repository_address():
 RUN_TWICE = {"10_translation_multi30k.ipynb"}
 
 
-@pytest.mark.parametrize("path", LEARNER, ids=_ids(LEARNER))
+def _needs_data(paths):
+    """The notebooks that load Multi30k carry the multi30k marker (tests/multi30k_rule.py)."""
+    return [pytest.param(p, id=p.stem, marks=[pytest.mark.multi30k] if "load_multi30k(" in p.read_text() else [])
+            for p in paths]
+
+
+@pytest.mark.parametrize("path", _needs_data(LEARNER))
 def test_learner_notebook_runs_to_the_end_like_run_all(path):
     """As "Run All" does (no errors allowed): every cell runs, the open exercises' checks print their
     one-line notice, and nothing fails. Then the interactive parts run again, as a learner who goes
@@ -127,3 +133,43 @@ def test_readme_links_every_lesson_with_the_one_repository_address():
     for path in LEARNER:
         assert f"colab.research.google.com/github/{repo}/blob/main/notebooks/{path.name}" in readme, \
             f"README has no Colab badge for {path.name} with the repository of pyproject.toml"
+
+
+def test_cell_ids_stay_stable_when_a_cell_is_inserted():
+    nb = nbformat.read(SOLUTIONS[1], as_version=4)
+    before = [c.id for c in build_notebooks.build_solution(nbformat.reads(nbformat.writes(nb), as_version=4),
+                                                            SOLUTIONS[1].name).cells]
+    nb.cells.insert(5, nbformat.v4.new_markdown_cell("A new paragraph."))
+    del nb.cells[5]["id"]
+    after = [c.id for c in build_notebooks.build_solution(nb, SOLUTIONS[1].name).cells]
+    assert len(after) == len(before) + 1 and [i for i in after if i not in before] == [after[5]]
+    assert [i for i in after if i in before] == before
+
+
+def test_a_broken_marker_names_the_notebook_and_the_cell():
+    nb = nbformat.read(SOLUTIONS[1], as_version=4)
+    cell = next(c for c in nb.cells if "### END SOLUTION" in c.source)
+    cell.source = cell.source.replace("### END SOLUTION", "")
+    with pytest.raises(build_notebooks.BuildError, match=rf"{SOLUTIONS[1].name}, cell \d+ \(id {cell.id}.*without"):
+        build_notebooks.build_learner(build_notebooks.build_solution(nb, SOLUTIONS[1].name), SOLUTIONS[1].name)
+
+
+def test_every_diagram_a_lesson_shows_exists_and_is_embedded_in_both_twins():
+    shown = 0
+    for solution in SOLUTIONS:
+        learner = ROOT / "notebooks" / solution.name
+        for path in (solution, learner):
+            for cell in nbformat.read(path, as_version=4).cells:
+                for name in build_notebooks.ATTACHMENT.findall(cell.source if cell.cell_type == "markdown" else ""):
+                    png = ROOT / "diagrams" / "png" / name
+                    assert png.exists(), f"{path.name} shows {name}, which diagrams/png/ does not hold"
+                    data = cell.get("attachments", {}).get(name, {}).get("image/png")
+                    assert data, f"{path.name}: {name} is not embedded (run python tools/build_notebooks.py)"
+                    import base64
+                    assert base64.b64decode(data) == png.read_bytes(), f"{path.name}: {name} is stale"
+                    shown += path == solution
+    names = {p.name for p in (ROOT / "diagrams" / "png").glob("*.png")}
+    used = {n for s in SOLUTIONS for c in nbformat.read(s, as_version=4).cells if c.cell_type == "markdown"
+            for n in build_notebooks.ATTACHMENT.findall(c.source)}
+    assert names <= used, f"diagrams no lesson shows: {sorted(names - used)}"
+    assert shown >= 14

@@ -54,7 +54,8 @@ def test_pointer_scores_matches_the_formula_position_by_position():
     g = torch.Generator().manual_seed(1)
     B, T, d_h, d_s, d_attn = 2, 5, 6, 4, 3
     h, s = torch.randn(B, T, d_h, generator=g), torch.randn(B, d_s, generator=g)
-    W_h, W_s, v = torch.randn(d_h, d_attn, generator=g), torch.randn(d_s, d_attn, generator=g), torch.randn(d_attn, generator=g)
+    W_h, W_s = torch.randn(d_h, d_attn, generator=g), torch.randn(d_s, d_attn, generator=g)
+    v = torch.randn(d_attn, generator=g)
     e = pointer_scores(h, s, W_h, W_s, v)
     assert e.shape == (B, T)
     for b in range(B):

@@ -92,3 +92,32 @@ def test_local_p_weights_window():
     attention = S.LocalPAttention(S.DotScore(), d_s=4, D=2)
     c, alpha = attention(randn(2, 4), randn(2, 9, 4, seed=1), torch.ones(2, 9, dtype=torch.bool))
     assert c.shape == (2, 4) and alpha.shape == (2, 9) and (alpha >= 0).all()
+
+
+def test_local_p_predicts_the_position_then_weights_the_window():
+    s, W_p, v_p = randn(3, 4), randn(5, 4, seed=1), randn(5, seed=2)
+    e, last = randn(3, 10, seed=3), torch.tensor([9.0, 6.0, 3.0])      # last position S = length - 1
+    mask = torch.arange(10)[None, :] <= last[:, None]
+    p, alpha = S.local_p(e, mask, s, W_p, v_p, last, 2)
+    assert torch.allclose(p, last * torch.sigmoid(torch.tanh(s @ W_p.T) @ v_p))
+    assert torch.all((0 <= p) & (p <= last))
+    assert torch.allclose(alpha, S.local_p_weights(e, mask, p, 2))
+    outside = ((torch.arange(10)[None, :] - p[:, None]).abs() > 2) | ~mask
+    assert torch.all(alpha[outside] == 0) and torch.all(alpha.sum(-1) <= 1 + 1e-6)
+
+
+def test_reinforce_loss_formula_and_gradient():
+    log_alpha = torch.log_softmax(randn(4, 5), -1).requires_grad_()
+    sampled = torch.tensor([0, 3, 3, 1])
+    reward = torch.tensor([1.0, 0.0, 1.0, 1.0], requires_grad=True)
+    baseline = torch.tensor(0.25, requires_grad=True)           # e.g. a learned baseline
+    loss = S.reinforce_loss(log_alpha, sampled, reward, baseline)
+    expected = -((reward - baseline) * log_alpha[torch.arange(4), sampled]).mean()
+    assert loss.shape == () and torch.isclose(loss, expected)
+    loss.backward()
+    assert reward.grad is None and baseline.grad is None       # (r - b) is a constant
+    grad = torch.zeros(4, 5)
+    grad[torch.arange(4), sampled] = -(reward.detach() - 0.25) / 4
+    assert torch.allclose(log_alpha.grad, grad)
+    plain = S.reinforce_loss(log_alpha.detach(), sampled, reward.detach(), 0.25)   # a float baseline works too
+    assert torch.isclose(plain, expected.detach())

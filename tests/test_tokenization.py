@@ -4,6 +4,8 @@ import pytest
 from course_utils.data.multi30k import load_multi30k
 from course_utils.tokenization import BOS_ID, EOS_ID, PAD_ID, UNK_ID, SubwordTokenizer, train_bpe, vocabulary_summary
 
+pytestmark = pytest.mark.multi30k  # the module's fixtures train on Multi30k
+
 
 @pytest.fixture(scope="module")
 def pairs():

@@ -223,3 +223,11 @@ def test_trains_and_plots_under_cpu_bf16_autocast():
         assert model.attention_maps()["decoder_cross"].shape == (2, 2, H, 4, 5)
         hyp = greedy_decode(model, src, 1, 2, 0, max_len=5)
     assert hyp.shape[0] == 2 and hyp.dtype == torch.long
+
+
+def test_logits_at_chosen_positions_only():
+    model = small_model()
+    src, tgt_in = batch()
+    keep = tgt_in != 0
+    torch.testing.assert_close(model(src, tgt_in, positions=keep), model(src, tgt_in)[keep])
+    assert model(src, tgt_in, positions=keep).shape == (int(keep.sum()), 13)

@@ -1,11 +1,24 @@
 """course_utils.vision: SAGAN's self-attention on feature maps, the small CNN, the digits."""
 import math
 
-import pytest
-import torch
-import torch.nn as nn
+import matplotlib
 
-from course_utils.vision import SelfAttention2d, SmallCNN, accuracy, conv1x1, load_digits_split, self_attention_2d
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+
+from course_utils.vision import (  # noqa: E402
+    SelfAttention2d,
+    SmallCNN,
+    accuracy,
+    conv1x1,
+    load_digits_split,
+    self_attention_2d,
+    show_pixel_attention,
+)
+from tests.figure_check import figure_problems  # noqa: E402
 
 
 def test_conv1x1_is_a_kernel_size_1_convolution():
@@ -88,3 +101,19 @@ def test_accuracy_restores_training_mode():
     X, y = torch.randn(7, 1, 8, 8), torch.zeros(7, dtype=torch.long)
     acc = accuracy(model, X, y, batch_size=3)
     assert 0.0 <= acc <= 1.0 and model.training
+
+
+def test_pixel_attention_figure_has_labels_and_one_colour_scale():
+    torch.manual_seed(7)
+    image = torch.rand(8, 8)
+    weights = torch.softmax(torch.randn(64, 64), dim=-1)
+    fig = show_pixel_attention(image, weights, [(1, 3), (4, 4)], title="a digit")
+    try:
+        assert figure_problems(fig) == []
+        maps = [im for ax in fig.axes[1:3] for im in ax.images]
+        assert len(maps) == 2 and all(im.get_clim() == maps[0].get_clim() for im in maps)
+        assert maps[0].get_clim()[1] == pytest.approx(max(weights[1 * 8 + 3].max(), weights[4 * 8 + 4].max()).item())
+    finally:
+        plt.close(fig)
+    with pytest.raises(ValueError, match="expected image"):
+        show_pixel_attention(image, weights[:10], [(0, 0)])

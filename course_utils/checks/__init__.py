@@ -32,4 +32,4 @@ def exercises():
     for info in pkgutil.iter_modules(__path__):
         if info.name.startswith("lesson"):
             importlib.import_module(f"{__name__}.{info.name}")
-    return {lesson: list(REGISTRY[lesson].values()) for lesson in sorted(REGISTRY)}
+    return {lesson: list(REGISTRY[lesson].values()) for lesson in sorted(REGISTRY) if lesson.isdigit()}

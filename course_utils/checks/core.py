@@ -30,10 +30,12 @@ What a learner sees:
 Every outcome is recorded in the learner's progress file (`record.py`). `check.evaluate(fn)` gives
 the outcome without printing, raising or recording (the grader and the tests use it).
 """
+import contextlib
 import functools
 import itertools
 import os
 import re
+import sys
 import traceback
 from typing import NamedTuple
 
@@ -101,7 +103,8 @@ def exercise(title, name=None, reference=None):
                 return outcome(WRONG, f"✘ {title}: expected your function (or class), got "
                                       f"{type(fn).__name__}: pass its name without calling it.")
             try:
-                count = check(fn, *args, **kwargs)
+                with _own_random_state():
+                    count = check(fn, *args, **kwargs)
             except _LearnerNotImplemented:
                 return outcome(NOT_IMPLEMENTED, f"○ {title}: not implemented yet. Replace "
                                                 "`raise NotImplementedError()` in the exercise cell with your "
@@ -130,6 +133,14 @@ def exercise(title, name=None, reference=None):
         return run
 
     return decorate
+
+
+def _own_random_state():
+    """A check draws its own random numbers: torch's global generator (which a check moves when it
+    builds layers) comes back as it was, so the cells after a check give the same numbers whether the
+    check passed or not. (NumPy's global generator is never used: checks draw from `rng(seed)`.)"""
+    torch = sys.modules.get("torch")          # lessons without torch do not import it for this
+    return torch.random.fork_rng(devices=[]) if torch is not None else contextlib.nullcontext()
 
 
 def _learner_frames(tb):
@@ -278,9 +289,18 @@ def expect_close(actual, expected, what, mistakes=None, atol=1e-5, rtol=1e-4, hi
         raise ExerciseError(_generic_symptom(a, e, what, atol, rtol)
                             or f"{what} has shape {a.shape}, expected {e.shape}.")
     if not np.all(np.isfinite(a)) and np.all(np.isfinite(e)):
-        for symptom, wrong in (mistakes or {}).items():
-            if not np.all(np.isfinite(to_numpy(wrong))):
+        finite = np.isfinite(a)
+        candidates = [(symptom, to_numpy(wrong)) for symptom, wrong in (mistakes or {}).items()]
+        candidates = [(symptom, w) for symptom, w in candidates if w.shape == a.shape and not np.all(np.isfinite(w))]
+        for symptom, wrong in candidates:   # the mistake whose NaN/inf fall where the answer's do
+            if np.array_equal(np.isfinite(wrong), finite) and np.allclose(a[finite], wrong[finite], atol=atol,
+                                                                           rtol=rtol):
                 raise ExerciseError(symptom)
+        for symptom, wrong in candidates:
+            if np.array_equal(np.isfinite(wrong), finite):
+                raise ExerciseError(symptom)
+        if candidates:
+            raise ExerciseError(candidates[0][0])
         raise ExerciseError(f"{what} contains NaN or inf where the expected values are finite.")
     if _close(a, e, atol, rtol):
         return

@@ -4,7 +4,7 @@ from .. import numpy_attention as ref
 from .core import call, exercise, expect_close, rng
 
 
-@exercise("weighted sum")
+@exercise("weighted sum", reference=ref.weighted_sum)
 def weighted_sum(fn):
     """fn(weights (T,), vectors (T, d)) -> (d,) = sum_i weights[i] * vectors[i]."""
     tests = 0

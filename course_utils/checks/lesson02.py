@@ -4,40 +4,46 @@ import torch.nn.functional as F
 
 from .. import recurrent as ref
 from ..data.sequences import PAD_ID
-from .core import call, exercise, expect, expect_close, expect_shape, rng
+from .core import call, exercise, expect, expect_close, expect_returns, expect_shape, rng, single_threaded
 
 VOCAB = 13
 
 
-def _tokens(g, lengths):
-    """Random source ids (3..VOCAB-1) padded with PAD_ID to the longest length: (B, S), lengths (B,)."""
-    S = max(lengths)
+def _tokens(g, lengths, extra=0):
+    """Random ids (3..VOCAB-1) padded with PAD_ID to the longest length (+ `extra` columns): (B, S), lengths."""
+    S = max(lengths) + extra
     src = torch.full((len(lengths), S), PAD_ID, dtype=torch.long)
     for i, n in enumerate(lengths):
         src[i, :n] = torch.as_tensor(g.integers(3, VOCAB, size=n))
     return src, torch.tensor(lengths)
 
 
-def _pair(result, first, second):
-    expect(isinstance(result, tuple) and len(result) == 2,
-           f"return two things, as `return {first}, {second}`.")
-    return result
+def _encoder_forward(encoder, src, lengths):
+    return encoder(src, lengths)
 
 
-@exercise("encoder forward pass")
+def _decoder_step(decoder, y_prev, s_prev):
+    return decoder.step(y_prev, s_prev)
+
+
+@exercise("encoder forward pass", reference=_encoder_forward)
+@single_threaded
 def encoder_forward(fn):
     """fn(encoder, src (B, S), lengths (B,)) -> h (B, S, d_hidden), s (B, d_hidden)."""
     tests = 0
-    for seed, lengths in enumerate([[5, 3, 4, 1], [7, 7, 2], [6]]):
+    # the first batch has a column of padding after its longest sequence, as a padded batch of a
+    # larger data set may: every row's last real token is then before the last column
+    for seed, (lengths, extra) in enumerate([([5, 3, 4, 1], 1), ([7, 7, 2], 0), ([6], 0)]):
         with torch.random.fork_rng():
             torch.manual_seed(seed)
             encoder = ref.Encoder(VOCAB, 5, 8)
-        src, lens = _tokens(rng(seed), lengths)
+        src, lens = _tokens(rng(seed), lengths, extra)
+        B, S = src.shape
         with torch.no_grad():
             h_ref, s_ref = encoder(src, lens)
-            h, s = _pair(call(fn, encoder, src, lens.clone()), "h", "s")
+            h, s = expect_returns(call(fn, encoder, src, lens.clone()), (h_ref, s_ref), ("h", "s"))
             unpacked, _ = encoder.gru(encoder.embedding(src))        # ran over the padding too
-        B, S = src.shape
+        rows = torch.arange(B)
         expect_shape(h, (B, S, 8), "h")
         keep = (src != PAD_ID)[..., None]
         expect_close(h * keep, h_ref, f"h at the real tokens (lengths {lengths}); positions past "
@@ -46,6 +52,8 @@ def encoder_forward(fn):
             "s is the GRU's output at the last column, which is padding for the shorter sequences: "
             "take each sequence's state at its last real token (index lengths - 1), or pack the batch "
             "with pack_padded_sequence so the GRU stops there": unpacked[:, -1],
+            "s is the state at index lengths, one step past the last real token (after the first <pad>): "
+            "the last real token is at index lengths - 1": unpacked[rows, torch.clamp(lens, max=S - 1)],
             "s is the state after the FIRST token: the context is the state after the last real token":
                 unpacked[:, 0],
             "s has an extra leading axis (num_layers): return h_n[0] (shape (B, d_hidden))": s_ref[None],
@@ -54,7 +62,8 @@ def encoder_forward(fn):
     return tests
 
 
-@exercise("one decoder step")
+@exercise("one decoder step", reference=_decoder_step)
+@single_threaded
 def decoder_step(fn):
     """fn(decoder, y_prev (B,), s_prev (B, d_hidden)) -> logits (B, vocab), s (B, d_hidden)."""
     tests = 0
@@ -67,12 +76,18 @@ def decoder_step(fn):
         s_prev = torch.as_tensor(g.normal(size=(B, 8)), dtype=torch.float32)
         with torch.no_grad():
             logits_ref, s_ref = decoder.step(y_prev, s_prev)
-            logits, s = _pair(call(fn, decoder, y_prev, s_prev.clone()), "logits", "s")
+            logits, s = expect_returns(call(fn, decoder, y_prev, s_prev.clone()), (logits_ref, s_ref),
+                                       ("logits", "s"))
+            x = decoder.embedding(y_prev)[:, None, :]
             expect_close(s, s_ref, f"the new state s (B={B})", mistakes={
                 "s is the previous state: return the state the GRU computes from y_prev and s_prev":
                     s_prev,
                 "s ignores the previous token: feed the EMBEDDING of y_prev to the GRU, with s_prev as "
                 "its hidden state": decoder.gru(torch.zeros(B, 1, 5), s_prev[None])[1][0],
+                "the GRU started from zeros, not from s_prev: pass the state as its second argument, "
+                "decoder.gru(x, s_prev[None])": decoder.gru(x)[1][0],
+                "s has an extra leading axis (num_layers): the GRU returns its state as (1, B, d_hidden); "
+                "take s[0]": s_ref[None],
             })
             expect_close(logits, logits_ref, f"the logits (B={B})", mistakes={
                 "the logits come from the previous state s_prev: project the NEW state, "
@@ -81,12 +96,15 @@ def decoder_step(fn):
                 "(the loss applies log-softmax itself)": torch.softmax(logits_ref, -1),
                 "you returned log-probabilities: return the logits decoder.out(s)":
                     torch.log_softmax(logits_ref, -1),
+                "the logits have an extra axis of length 1 (the GRU's sequence axis): return logits of "
+                "shape (B, vocab), e.g. decoder.out(s) with s of shape (B, d_hidden)": logits_ref[:, None],
             })
         tests += 1
     return tests
 
 
-@exercise("teacher-forced loss")
+@exercise("teacher-forced loss", reference=ref.sequence_loss)
+@single_threaded
 def sequence_loss(fn):
     """fn(logits (B, T, V), tgt_out (B, T), pad_id) -> mean cross-entropy over the real tokens."""
     tests = 0
@@ -107,11 +125,16 @@ def sequence_loss(fn):
             "the padding positions count in the loss: ignore targets equal to pad_id "
             "(ignore_index=pad_id), so that every real token weighs the same":
                 F.cross_entropy(flat_logits, flat),
+            "the loss is divided by every position, padding included: the padding adds 0 to the sum but "
+            "counts in the mean; divide by the number of REAL tokens (ignore_index=pad_id does it)":
+                (per_token * real).mean(),
             "the loss is a sum: average over the real tokens (a sum grows with batch size and length)":
                 (per_token * real).sum(),
             "the loss averages each sequence first: average over all real tokens of the batch at once, "
             "so that a long sequence counts as much as its tokens":
                 ((per_token * real).sum(1) / real.sum(1)).mean(),
+            "you applied a softmax before F.cross_entropy: it takes the logits (it applies log-softmax "
+            "itself)": F.cross_entropy(torch.softmax(flat_logits, -1), flat, ignore_index=PAD_ID),
             "the loss is the mean negative logit, without the log-softmax: use F.cross_entropy on "
             "the logits": -(logits.gather(-1, tgt_out[..., None])[..., 0] * real).sum() / real.sum(),
         })

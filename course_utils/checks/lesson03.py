@@ -1,9 +1,20 @@
-"""Checks for lesson 03: Bahdanau attention (additive score, masked softmax, context, decoder step)."""
+"""Checks for lesson 03: Bahdanau attention (bidirectional states, additive score, masked softmax,
+context vector, attention decoder step), defined in the lesson's order."""
 import torch
 
 from .. import recurrent
 from .. import scores as ref
-from .core import call, exercise, expect, expect_close, expect_distribution, expect_shape, randn, rng
+from .core import (
+    call,
+    exercise,
+    expect_close,
+    expect_distribution,
+    expect_returns,
+    expect_shape,
+    randn,
+    rng,
+    single_threaded,
+)
 
 
 def random_mask(g, B, T, lengths=None):
@@ -12,7 +23,63 @@ def random_mask(g, B, T, lengths=None):
     return torch.arange(T)[None, :] < torch.as_tensor(lengths)[:, None]
 
 
-@exercise("additive score")
+def _padded(g, lengths, d):
+    """Random states (B, S, d) with zeros past each length, as a packed GRU returns them."""
+    S = max(lengths)
+    x = randn(g, len(lengths), S, d)
+    return x * random_mask(g, len(lengths), S, lengths)[..., None]
+
+
+@exercise("bidirectional encoder states", reference=recurrent.bidirectional_states)
+def bidirectional_states(fn):
+    """fn(h_fwd (B, S, d), h_bwd (B, S, d), lengths (B,)) -> h (B, S, 2d), final (B, 2d)."""
+    tests = 0
+    for seed, (lengths, d) in enumerate([([4, 2, 5, 1], 3), ([3, 3], 4), ([6, 2, 4], 2)]):
+        g = rng(seed)
+        h_fwd, h_bwd, lens = _padded(g, lengths, d), _padded(g, lengths, d), torch.tensor(lengths)
+        h_ref, final_ref = recurrent.bidirectional_states(h_fwd, h_bwd, lens)
+        h, final = expect_returns(call(fn, h_fwd.clone(), h_bwd.clone(), lens.clone()), (h_ref, final_ref),
+                                  ("h", "final"))
+        concatenate = "concatenate them along the features: torch.cat([h_fwd, h_bwd], dim=-1), shape (B, S, 2d)"
+        expect_close(h, h_ref, f"h (lengths {lengths}, d={d})", mistakes={
+            "the directions are swapped: h_i = [forward h_i; backward h_i], the forward states first":
+                torch.cat([h_bwd, h_fwd], -1),
+            f"you added the two directions: {concatenate}": h_fwd + h_bwd,
+            f"you averaged the two directions: {concatenate}": (h_fwd + h_bwd) / 2,
+            f"you stacked the two directions on a new axis: {concatenate}": torch.stack([h_fwd, h_bwd], -2),
+            f"you stacked the two directions on a new last axis: {concatenate}": torch.stack([h_fwd, h_bwd], -1),
+            f"you stacked the two directions on a new first axis: {concatenate}": torch.stack([h_fwd, h_bwd]),
+            f"you concatenated along the positions (dim=1): {concatenate}": torch.cat([h_fwd, h_bwd], 1),
+            f"you concatenated along the batch (dim=0): {concatenate}": torch.cat([h_fwd, h_bwd], 0),
+        })
+        rows, S = torch.arange(len(lengths)), max(lengths)
+        fwd_last, fwd_end, fwd_first = h_fwd[rows, lens - 1], h_fwd[:, S - 1], h_fwd[:, 0]
+        bwd_first, bwd_last, bwd_end = h_bwd[:, 0], h_bwd[rows, lens - 1], h_bwd[:, S - 1]
+        backward = ("the backward GRU reads right to left, from the last real token back to the first, so its "
+                    "final state is at position 0: h_bwd[:, 0]")
+        expect_close(final, final_ref, f"the final states (lengths {lengths}, d={d})", mistakes={
+            "the forward final state is taken at the last column, which is padding for the shorter sequences "
+            "(zeros): take it at each sequence's last real token, h_fwd[torch.arange(B), lengths - 1]":
+                torch.cat([fwd_end, bwd_first], -1),
+            f"the backward final state is taken at the last real token: {backward}":
+                torch.cat([fwd_last, bwd_last], -1),
+            f"the backward final state is taken at the last column: {backward}": torch.cat([fwd_last, bwd_end], -1),
+            "the final states are h at the last column: the forward one is at each sequence's last real token "
+            f"(lengths - 1), and {backward}": torch.cat([fwd_end, bwd_end], -1),
+            "the two final states are swapped: the forward one is at the last real token (lengths - 1), the "
+            "backward one at position 0": torch.cat([fwd_first, bwd_last], -1),
+            "the final states are in the wrong order: [forward final; backward final], the forward one first":
+                torch.cat([bwd_first, fwd_last], -1),
+            "the final states are stacked as (2, B, d), as nn.GRU's h_n: concatenate them into (B, 2d)":
+                torch.stack([fwd_last, bwd_first]),
+            "final holds only the forward state: concatenate [forward final; backward final], shape (B, 2d)":
+                fwd_last,
+        })
+        tests += 1
+    return tests
+
+
+@exercise("additive score", reference=ref.additive_score)
 def additive_score(fn):
     """fn(s (B, d_s), h (B, T, d_h), W_a (d_a, d_s + d_h), v_a (d_a,)) -> e (B, T)."""
     tests = 0
@@ -21,24 +88,26 @@ def additive_score(fn):
         s, h = randn(g, B, d_s), randn(g, B, T, d_h)
         W_a, v_a = randn(g, d_a, d_s + d_h, scale=0.7), randn(g, d_a)
         e = call(fn, s, h.clone(), W_a, v_a)
-        expect_shape(e, (B, T), f"e (B={B}, T={T})")
         s_rep = s[:, None, :].expand(B, T, d_s)
+        hidden = torch.tanh(torch.cat([s_rep, h], -1) @ W_a.T)                 # (B, T, d_a)
         mistakes = {
             "the tanh is missing: e_i = v_a^T tanh(W_a [s; h_i])":
                 torch.cat([s_rep, h], -1) @ W_a.T @ v_a,
             "the tanh is applied after v_a: the score is v_a^T tanh(W_a [s; h_i]), tanh inside":
                 torch.tanh(torch.cat([s_rep, h], -1) @ W_a.T @ v_a),
+            "the concatenation is in the wrong order: W_a's columns expect [s; h_i] (s first)":
+                torch.tanh(torch.cat([h, s_rep], -1) @ W_a.T) @ v_a,
+            "v_a is missing: the hidden units are summed; multiply by v_a, tanh(...) @ v_a": hidden.sum(-1),
+            "e keeps the d_a hidden units: multiply tanh(W_a [s; h_i]) by v_a to get one score per position":
+                hidden,
         }
-        if d_s == d_h:
-            mistakes["the concatenation is in the wrong order: W_a's columns expect [s; h_i] (s first)"] = \
-                torch.tanh(torch.cat([h, s_rep], -1) @ W_a.T) @ v_a
         expect_close(e, ref.additive_score(s, h, W_a, v_a), f"e (B={B}, T={T}, d_s={d_s}, d_h={d_h})",
                      mistakes=mistakes)
         tests += 1
     return tests
 
 
-@exercise("masked softmax")
+@exercise("masked softmax", reference=ref.masked_softmax)
 def masked_softmax(fn):
     """fn(scores (..., T), mask bool broadcastable, True = keep) -> weights; fully masked rows -> 0."""
     tests = 0
@@ -59,6 +128,9 @@ def masked_softmax(fn):
         mistakes = {
             "the mask is ignored: masked positions (mask False) must get weight 0":
                 torch.softmax(scores, -1),
+            "the masked scores are set to 0, which still gets weight exp(0): fill them with a very negative "
+            "number (e.g. torch.finfo(scores.dtype).min) before the softmax":
+                torch.softmax(scores.masked_fill(~mask, 0.0), -1),
             "the mask is inverted: True means KEEP (may attend), False means masked out":
                 inverted,
             "a row where every position is masked gives NaN: return zeros for such rows "
@@ -81,7 +153,7 @@ def masked_softmax(fn):
     return tests
 
 
-@exercise("context vector")
+@exercise("context vector", reference=ref.context_vector)
 def context_vector(fn):
     """fn(weights (B, T), h (B, T, d_h)) -> c (B, d_h) = sum_i alpha_i h_i."""
     tests = 0
@@ -98,12 +170,20 @@ def context_vector(fn):
                 (weights[..., None] * h).sum(-1),
             "c keeps the source axis: sum alpha_i h_i over the positions i (axis 1)":
                 weights[..., None] * h,
+            "weights @ h mixes the sequences of the batch (a (B, T) matrix times a batch of (T, d_h) ones "
+            "gives (B, B, d_h)): multiply each sequence's weights with its own states, "
+            "(weights[:, None, :] @ h)[:, 0] or torch.einsum('bt,btd->bd', weights, h)": weights @ h,
         })
         tests += 1
     return tests
 
 
-@exercise("one attention decoder step")
+def _attention_decoder_step(decoder, y_prev, s_prev, h, mask):
+    return decoder.step(y_prev, s_prev, h, mask)
+
+
+@exercise("one attention decoder step", reference=_attention_decoder_step)
+@single_threaded
 def attention_decoder_step(fn):
     """fn(decoder, y_prev (B,), s_prev (B, d_hidden), h (B, S, d_enc), mask (B, S)) -> logits, s, alpha."""
     tests = 0
@@ -119,17 +199,17 @@ def attention_decoder_step(fn):
         s_prev, h = randn(g, B, d_hidden), randn(g, B, S, d_enc)
         mask = random_mask(g, B, S, lengths)
         with torch.no_grad():
-            result = call(fn, decoder, y_prev, s_prev.clone(), h.clone(), mask.clone())
-            expect(isinstance(result, tuple) and len(result) == 3,
-                   "return three things, as `return logits, s, alpha`.")
-            logits, s, alpha = result
             logits_ref, s_ref, alpha_ref = decoder.step(y_prev, s_prev, h, mask)
+            logits, s, alpha = expect_returns(call(fn, decoder, y_prev, s_prev.clone(), h.clone(), mask.clone()),
+                                              (logits_ref, s_ref, alpha_ref), ("logits", "s", "alpha"))
             x = decoder.embedding(y_prev)
             c_ref = ref.context_vector(alpha_ref, h)
-            alpha_nomask = torch.softmax(decoder.attention.score(s_prev, h), -1)
+            e = decoder.attention.score(s_prev, h)
             expect_close(alpha, alpha_ref, f"alpha (source lengths {lengths})", mistakes={
                 "alpha gives weight to padding: pass the mask to the attention (True = real token)":
-                    alpha_nomask,
+                    torch.softmax(e, -1),
+                "alpha attends to the padding only: the mask is True at real tokens, pass it as it is (not ~mask)":
+                    ref.masked_softmax(e, ~mask),
             })
             expect_distribution(alpha, "alpha")
             expect_close(s, s_ref, f"the new state s (source lengths {lengths})", mistakes={

@@ -1,13 +1,28 @@
-"""Checks for lesson 04: the attention zoo, one check per score function.
+"""Checks for lesson 04: the attention zoo, one check per score function, then local-p attention and
+the REINFORCE loss of hard attention.
 
 Every score function maps s (B, d_s) and h (B, T, d_h) to scores e (B, T), before any softmax.
+Sizes are chosen so that the likely mistakes give different numbers (d != T, d_s != d_h, ...).
 """
 import math
 
+import numpy as np
 import torch
 
 from .. import scores as ref
-from .core import call, exercise, expect_close, expect_shape, randn, rng
+from .core import (
+    ExerciseError,
+    ValuesDiffer,
+    call,
+    exercise,
+    expect,
+    expect_close,
+    expect_returns,
+    expect_shape,
+    randn,
+    rng,
+    to_numpy,
+)
 
 
 def _inputs(seed, B, T, d_s, d_h, scale=1.0):
@@ -19,7 +34,7 @@ def _dot(s, h):
     return torch.einsum("bd,btd->bt", s, h)
 
 
-@exercise("cosine score (Graves)")
+@exercise("cosine score (Graves)", reference=ref.cosine_score)
 def cosine_score(fn):
     """fn(s (B, d), h (B, T, d), beta) -> beta * cos(s, h_i), (B, T)."""
     tests = 0
@@ -27,42 +42,55 @@ def cosine_score(fn):
         g, s, h = _inputs(seed, B, T, d, d, scale=2.0)
         e = call(fn, s.clone(), h.clone(), beta)
         expect_shape(e, (B, T), f"e (B={B}, T={T})")
-        norm_h = h.norm(dim=-1)
-        expect_close(e, ref.cosine_score(s, h, beta), f"e (d={d}, beta={beta})", mistakes={
+        norm_s, norm_h = s.norm(dim=-1, keepdim=True), h.norm(dim=-1)
+        mistakes = {
             "the scores are plain dot products: divide s·h_i by |s| |h_i| (cosine similarity)":
                 beta * _dot(s, h),
             "only h_i is normalised: divide s·h_i by BOTH norms, |s| and |h_i|": beta * _dot(s, h) / norm_h,
-            "beta is missing: multiply the cosine by the key strength beta": ref.cosine_score(s, h, 1.0),
-        } if beta != 1.0 else {
-            "the scores are plain dot products: divide s·h_i by |s| |h_i| (cosine similarity)": _dot(s, h),
-            "only h_i is normalised: divide s·h_i by BOTH norms, |s| and |h_i|": _dot(s, h) / norm_h,
-        })
+            "only s is normalised: divide s·h_i by BOTH norms, |s| and |h_i|": beta * _dot(s, h) / norm_s,
+            "the norms are not square-rooted: |s| = sqrt(sum_k s_k^2), not the sum of squares":
+                beta * _dot(s, h) / (norm_s ** 2 * norm_h ** 2),
+        }
+        if beta != 1.0:
+            mistakes["beta is missing: multiply the cosine by the key strength beta"] = ref.cosine_score(s, h, 1.0)
+            mistakes["the cosine is divided by beta: beta is a strength, multiply by it"] = \
+                ref.cosine_score(s, h, 1.0) / beta
+        expect_close(e, ref.cosine_score(s, h, beta), f"e (d={d}, beta={beta})", mistakes=mistakes)
         tests += 1
     return tests
 
 
-@exercise("additive score without the concatenation")
+@exercise("additive score without the concatenation", reference=ref.additive_score)
 def additive_score(fn):
     """fn(s, h, W_a (d_a, d_s + d_h), v_a (d_a,)) -> v_a^T tanh(W_s s + W_h h_i), the same as lesson 03."""
     tests = 0
-    for seed, (B, T, d_s, d_h, d_a) in enumerate([(2, 5, 4, 4, 3), (3, 6, 5, 7, 4), (1, 3, 6, 6, 8)]):
+    # square weights first (d_s = d_h = d_a), so that W_s and W_h used without .T still run and are named
+    for seed, (B, T, d_s, d_h, d_a) in enumerate([(2, 4, 5, 5, 5), (2, 5, 4, 4, 3), (3, 6, 5, 7, 4),
+                                                   (1, 3, 6, 6, 8)]):
         g, s, h = _inputs(seed, B, T, d_s, d_h)
         W_a, v_a = randn(g, d_a, d_s + d_h, scale=0.7), randn(g, d_a)
         e = call(fn, s.clone(), h.clone(), W_a, v_a)
         W_s, W_h = W_a[:, :d_s], W_a[:, d_s:]
+        inside = (s @ W_s.T)[:, None] + h @ W_h.T                            # (B, T, d_a)
         mistakes = {
-            "the tanh is missing: e_i = v_a^T tanh(W_s s + W_h h_i)":
-                ((s @ W_s.T)[:, None] + h @ W_h.T) @ v_a,
+            "the tanh is missing: e_i = v_a^T tanh(W_s s + W_h h_i)": inside @ v_a,
+            "the tanh is applied after the projection by v_a: e_i = v_a^T tanh(W_s s + W_h h_i), "
+            "tanh first": torch.tanh(inside @ v_a),
+            "v_a is missing: you summed tanh(W_s s + W_h h_i) over its d_a entries; project it with v_a "
+            "(`@ v_a`)": torch.tanh(inside).sum(-1),
         }
         if d_s == d_h:
             mistakes["the blocks of W_a are swapped: its first d_s columns multiply s, the rest multiply h_i"] = \
                 torch.tanh((s @ W_h.T)[:, None] + h @ W_s.T) @ v_a
+        if d_s == d_h == d_a:
+            mistakes["W_s and W_h are used without transposing: W_s s for a batch of rows s is s @ W_s.T"] = \
+                torch.tanh((s @ W_s)[:, None] + h @ W_h) @ v_a
         expect_close(e, ref.additive_score(s, h, W_a, v_a), f"e (d_s={d_s}, d_h={d_h})", mistakes=mistakes)
         tests += 1
     return tests
 
 
-@exercise("location score (Luong)")
+@exercise("location score (Luong)", reference=ref.location_score)
 def location_score(fn):
     """fn(s (B, d_s), W_a (max_len, d_s), T) -> the first T entries of W_a s, (B, T)."""
     tests = 0
@@ -79,12 +107,14 @@ def location_score(fn):
         if T < max_len:
             mistakes["the scores are the LAST T entries of W_a s: keep the first T (positions 0..T-1)"] = \
                 full[:, -T:]
+            mistakes["the scores are off by one position: keep entries 0..T-1 of W_a s (`[:, :T]`), "
+                     "not 1..T"] = full[:, 1:T + 1]
         expect_close(e, ref.location_score(s, W_a, T), f"e (T={T}, max_len={max_len})", mistakes=mistakes)
         tests += 1
     return tests
 
 
-@exercise("general score (Luong)")
+@exercise("general score (Luong)", reference=ref.general_score)
 def general_score(fn):
     """fn(s (B, d_s), h (B, T, d_h), W_a (d_s, d_h)) -> s^T W_a h_i, (B, T)."""
     tests = 0
@@ -104,7 +134,7 @@ def general_score(fn):
     return tests
 
 
-@exercise("dot score (Luong)")
+@exercise("dot score (Luong)", reference=ref.dot_score)
 def dot_score(fn):
     """fn(s (B, d), h (B, T, d)) -> s^T h_i, (B, T)."""
     tests = 0
@@ -122,7 +152,7 @@ def dot_score(fn):
     return tests
 
 
-@exercise("scaled dot score (Vaswani)")
+@exercise("scaled dot score (Vaswani)", reference=ref.scaled_dot_score)
 def scaled_dot_score(fn):
     """fn(s (B, d), h (B, T, d)) -> s^T h_i / sqrt(d), (B, T)."""
     tests = 0
@@ -135,6 +165,178 @@ def scaled_dot_score(fn):
                 _dot(s, h) / d,
             "the scores are divided by sqrt(T): scale by the vector size d (the last axis), "
             "not by the number of positions": _dot(s, h) / math.sqrt(T),
+            "the scores are multiplied by sqrt(d): divide by it": _dot(s, h) * math.sqrt(d),
         })
+        tests += 1
+    return tests
+
+
+# ---------------------------------------------------------------------------------------------
+# Local-p attention (Luong et al. 2015)
+# ---------------------------------------------------------------------------------------------
+def _reference_local_p(e, mask, s, W_p, v_p, S, D):
+    return ref.local_p(e, mask, s, W_p, v_p, S, D)
+
+
+def _position_mistakes(s, W_p, v_p, S):
+    z = torch.tanh(s @ W_p.T) @ v_p                                          # (B,)
+    mistakes = {
+        "p_t is not scaled by S: sigmoid(...) lies in [0, 1]; p_t = S * sigmoid(v_p^T tanh(W_p s_t)) "
+        "lies in [0, S]": torch.sigmoid(z),
+        "the tanh is missing in p_t = S * sigmoid(v_p^T tanh(W_p s_t))": S * torch.sigmoid((s @ W_p.T) @ v_p),
+        "the sigmoid is missing in p_t = S * sigmoid(v_p^T tanh(W_p s_t)): it keeps p_t in [0, S]": S * z,
+        "p_t is rounded: keep it a real number (it is learned by gradient descent); only the window "
+        "test |i - p_t| <= D picks whole positions": (S * torch.sigmoid(z)).round(),
+    }
+    if W_p.shape[0] == W_p.shape[1]:
+        mistakes["W_p is transposed: W_p s_t for a batch of rows s is s @ W_p.T (W_p has shape (d_p, d_s))"] = \
+            S * torch.sigmoid(torch.tanh(s @ W_p) @ v_p)
+    return mistakes
+
+
+def _weight_mistakes(e, mask, p, D):
+    """What the likely mistakes in the window, the softmax and the Gaussian produce."""
+    T = e.shape[-1]
+    distance = torch.arange(T, dtype=e.dtype)[None, :] - p[:, None]        # (B, T)
+    window = distance.abs() <= D
+    keep = window & mask
+    sigma = D / 2
+    gauss = torch.exp(-distance ** 2 / (2 * sigma ** 2))
+    soft = ref.masked_softmax(e, keep)
+
+    def windowed(other):
+        return ref.masked_softmax(e, other & mask) * gauss
+
+    by_max = torch.exp(e - e.masked_fill(~keep, -torch.inf).amax(-1, keepdim=True)) * keep
+    return {
+        "the softmax runs over all positions: take it over the window only (mask the positions with "
+        "|i - p_t| > D), then multiply by the Gaussian": ref.masked_softmax(e, mask) * gauss,
+        "the softmax runs over all positions and is cut to the window afterwards: take the softmax over "
+        "the window only (mask first, then softmax)": ref.masked_softmax(e, mask) * gauss * window,
+        "sigma = D: the Gaussian's width is sigma = D / 2": soft * torch.exp(-distance ** 2 / (2 * D ** 2)),
+        "the Gaussian is exp(-(i - p_t)^2 / (2 sigma^2)): the factor 2 in the denominator is missing":
+            soft * torch.exp(-distance ** 2 / sigma ** 2),
+        "the Gaussian is missing: multiply the window softmax by exp(-(i - p_t)^2 / (2 sigma^2))": soft,
+        "the Gaussian multiplies the scores before the softmax: take the softmax of the scores, then "
+        "multiply the weights by the Gaussian": ref.masked_softmax(e * gauss, keep),
+        "the weights are renormalised after the Gaussian (or the Gaussian went into the scores before the "
+        "softmax): local-p multiplies the window softmax by the Gaussian and stops there, so the weights "
+        "sum to less than 1": soft * gauss / (soft * gauss).sum(-1, keepdim=True),
+        "the window softmax is divided by its largest term instead of the sum of its terms":
+            by_max * gauss,
+        "the mask is ignored: padded positions inside the window get weight; combine the window with the "
+        "mask (window & mask)": ref.masked_softmax(e, window) * gauss,
+        "the window is centred on round(p_t): keep p_t real; the window holds the positions with "
+        "|i - p_t| <= D": windowed((torch.arange(T)[None, :] - p.round()[:, None]).abs() <= D),
+        "the window is centred on int(p_t) (rounded down): keep p_t real; the window holds the positions "
+        "with |i - p_t| <= D": windowed((torch.arange(T)[None, :] - p.floor()[:, None]).abs() <= D),
+        "the window is one position too wide on each side: it holds the positions with |i - p_t| <= D":
+            windowed(distance.abs() <= D + 1),
+        "the window is one position too narrow on each side: it holds the positions with |i - p_t| <= D":
+            windowed(distance.abs() <= D - 1),
+        "the window is the slice [int(p_t) - D : int(p_t) + D], which stops before its end: the window "
+        "holds the positions with |i - p_t| <= D (keep p_t real)":
+            windowed((torch.arange(T)[None, :] >= p.floor()[:, None] - D)
+                     & (torch.arange(T)[None, :] < p.floor()[:, None] + D)),
+    }
+
+
+@exercise("local-p attention: position, window and Gaussian", name="local_p", reference=_reference_local_p)
+def local_p(fn):
+    """fn(e (B, T), mask (B, T), s (B, d_s), W_p (d_p, d_s), v_p (d_p,), S (B,), D) -> p (B,), alpha (B, T)."""
+    tests = 0
+    # (B, T, d_s, d_p, D, lengths): several lengths so that the mask matters, d_p == d_s once so that a
+    # transposed W_p still runs, D = 1 / 2 / 3 so that sigma = D and sigma = D / 2 differ
+    configs = [(3, 12, 5, 5, 2, [12, 9, 6]), (4, 10, 4, 6, 3, [10, 10, 7, 5]), (2, 9, 6, 3, 1, [9, 4])]
+    for seed, (B, T, d_s, d_p, D, lengths) in enumerate(configs):
+        g = rng(440 + seed)
+        e, s = randn(g, B, T, scale=2.0), randn(g, B, d_s)
+        W_p, v_p = randn(g, d_p, d_s), randn(g, d_p, scale=1.5)
+        lengths = torch.tensor(lengths)
+        mask = torch.arange(T)[None, :] < lengths[:, None]                  # (B, T), True = real token
+        S = (lengths - 1).float()                                          # the last position
+        p_ref, alpha_ref = ref.local_p(e, mask, s, W_p, v_p, S, D)
+        out = call(fn, e.clone(), mask.clone(), s.clone(), W_p.clone(), v_p.clone(), S.clone(), D)
+        p, alpha = expect_returns(out, (p_ref, alpha_ref), ("p", "alpha"))
+        expect_shape(p, (B,), f"p (B={B})")
+        expect_close(p, p_ref, f"p (lengths {lengths.tolist()})", mistakes=_position_mistakes(s, W_p, v_p, S))
+        expect_shape(alpha, (B, T), f"alpha (B={B}, T={T})")
+        try:
+            expect_close(alpha, alpha_ref, f"alpha (D={D}, p={[round(x, 2) for x in p_ref.tolist()]})",
+                         mistakes=_weight_mistakes(e, mask, p_ref, D))
+        except ValuesDiffer:
+            a = to_numpy(alpha)
+            outside = ~(((torch.arange(T)[None, :] - p_ref[:, None]).abs() <= D) & mask).numpy()
+            expect(np.all(np.abs(a[outside]) < 1e-6),
+                   "positions outside the window [p_t - D, p_t + D], or padded, must get weight 0.")
+            expect(np.all(a >= -1e-6), "the weights must be >= 0 (a softmax times a Gaussian).")
+            raise
+        tests += 1
+    return tests
+
+
+# ---------------------------------------------------------------------------------------------
+# Hard attention: the REINFORCE loss
+# ---------------------------------------------------------------------------------------------
+def _reinforce_mistakes(log_alpha, sampled, reward, baseline):
+    B = len(sampled)
+    log_p = log_alpha[torch.arange(B), sampled]                             # (B,)
+    advantage = reward - baseline
+    return {
+        "the baseline is missing: the loss is -(r - b) log alpha[sampled]; subtracting b leaves the "
+        "gradient unbiased and makes it far less noisy": -(reward * log_p).mean(),
+        "the baseline must multiply the log-probability: -(r - b) log alpha[sampled], not "
+        "-(r log alpha[sampled]) + b": -(reward * log_p).mean() + baseline,
+        "the baseline must multiply the log-probability: -(r - b) log alpha[sampled], not "
+        "-(r log alpha[sampled]) - b": -(reward * log_p).mean() - baseline,
+        "the loss has the wrong sign: MINIMISE -(r - b) log alpha[sampled], so that gradient descent raises "
+        "the log-probability of the samples that did better than the baseline": (advantage * log_p).mean(),
+        "you used alpha instead of log alpha: REINFORCE weights the gradient of the LOG-probability, "
+        "-(r - b) log alpha[sampled] (the argument is already log alpha)": -(advantage * log_p.exp()).mean(),
+        "the loss is summed over the batch: take the mean over the B examples": -(advantage * log_p).sum(),
+        "you returned one loss per example: return their mean over the batch, a single number":
+            -(advantage * log_p),
+        "(r - b) of shape (B,) times the gathered log-probabilities of shape (B, 1) broadcasts to (B, B): "
+        "squeeze them to (B,) first (`[:, 0]`)": -(advantage * log_p[:, None]).mean(),
+        "log_alpha[:, sampled] picks a (B, B) block: take one entry per example, "
+        "log_alpha[torch.arange(B), sampled] (or `gather`)": -(advantage * log_alpha[:, sampled]).mean(),
+        "the log-probabilities of every position are used: take only the sampled one, "
+        "log alpha[b, sampled[b]]": -(advantage[:, None] * log_alpha).mean(),
+        "the log-probabilities of every position are summed: take only the sampled one, "
+        "log alpha[b, sampled[b]]": -(advantage[:, None] * log_alpha).sum(-1).mean(),
+    }
+
+
+@exercise("REINFORCE loss for hard attention", reference=ref.reinforce_loss)
+def reinforce_loss(fn):
+    """fn(log_alpha (B, T), sampled (B,), reward (B,), baseline ()) -> -(r - b) log alpha[sampled], mean."""
+    tests = 0
+    for seed, (B, T, binary) in enumerate([(5, 6, True), (4, 3, False), (6, 8, True)]):
+        g = rng(450 + seed)
+        log_alpha = torch.log_softmax(randn(g, B, T, scale=1.5), dim=-1)
+        sampled = torch.from_numpy(g.integers(T, size=B))
+        reward = torch.tensor([1.0, 0.0] * B)[:B] if binary else randn(g, B)
+        reward = reward[torch.from_numpy(g.permutation(B))]
+        baseline = torch.tensor(0.35 + 0.1 * seed)
+        expected = ref.reinforce_loss(log_alpha, sampled, reward, baseline)
+        # a learned baseline (or reward) would carry a gradient: the loss must not send any into them
+        la, r, b = (x.clone().requires_grad_() for x in (log_alpha, reward, baseline))
+        loss = call(fn, la, sampled.clone(), r, b)
+        what = f"the loss (B={B}, T={T})"
+        expect_close(loss, expected, what, mistakes=_reinforce_mistakes(log_alpha, sampled, reward, baseline))
+        expect_shape(loss, (), what)
+        expect(getattr(loss, "requires_grad", False),
+               "no gradient reaches log_alpha: the loss must be computed from the tensor log_alpha with torch "
+               "operations (no `.item()`, `.detach()` or NumPy on it).")
+        loss.backward()
+        for name, x in (("reward", r), ("baseline", b)):
+            expect(x.grad is None or not torch.any(x.grad != 0),
+                   f"the gradient flows into the {name}: (r - b) is a constant for REINFORCE (a learned baseline "
+                   "would be trained by this loss in the wrong direction); use (reward - baseline).detach().")
+        grad = torch.zeros(B, T)
+        grad[torch.arange(B), sampled] = -(reward - baseline) / B
+        if la.grad is None:
+            raise ExerciseError("no gradient reaches log_alpha: did you detach it?")
+        expect_close(la.grad, grad, "the gradient of the loss with respect to log_alpha")
         tests += 1
     return tests

@@ -18,6 +18,7 @@ from .core import (
     expect_close,
     expect_distribution,
     expect_finite,
+    expect_returns,
     expect_shape,
     rng,
     to_numpy,
@@ -42,12 +43,15 @@ def _column(r, B, low, high):
 
 
 def _compare(actual, expected, what, mistakes=None, properties=(), atol=1e-5):
-    """expect_close; when the values differ for no named reason, report a failed property first."""
+    """expect_close; when the values differ for no named reason, report a failed property first.
+
+    properties: (holds, symptom) pairs, `holds(actual)` True when the answer has the property.
+    """
     try:
         expect_close(actual, expected, what, mistakes=mistakes, atol=atol)
     except ValuesDiffer:
         for holds, symptom in properties:
-            expect(holds(), symptom)
+            expect(holds(actual), symptom)
         raise
 
 
@@ -57,24 +61,30 @@ def _is_distribution(w):
 
 
 # ---------------------------------------------------------------- memory read and write
-@exercise("memory read r = sum_i w(i) M(i)")
+@exercise("memory read r = sum_i w(i) M(i)", reference=ref.memory_read)
 def memory_read(fn):
     tests = 0
-    for seed, (B, N, M) in enumerate([(2, 6, 4), (3, 10, 5), (1, 7, 7)]):
+    for seed, (B, N, M) in enumerate([(2, 7, 7), (2, 6, 4), (3, 10, 5)]):
         r = rng(seed)
         memory, w = _memory(r, B, N, M), _weighting(r, B, N)
         out = call(fn, memory, w)
         expect(getattr(out, "shape", None) != (B, B, M) or B == 1,
                f"memory_read returned shape (B, B, M) = {(B, B, M)}: `w @ memory` broadcasts the batch. "
                "Make w a row, (w.unsqueeze(-2) @ memory).squeeze(-2), or multiply and sum over rows.")
+        expect(getattr(out, "shape", None) != (B, N, M),
+               f"memory_read returned shape (B, N, M) = {(B, N, M)}: you weighted the rows but did not sum "
+               "them; r = sum_i w(i) M(i) sums over the rows i (axis -2).")
         expect_shape(out, (B, M), "memory_read(memory, w)")
+        weighted = w.unsqueeze(-1) * memory                                 # (B, N, M)
         _compare(out, ref.memory_read(memory, w), "memory_read(memory, w)", mistakes={
             "you summed the rows without weighting them by w: r = sum_i w(i) M(i).":
                 memory.sum(-2),
             "you took the plain mean of the rows: weight each row by w(i) instead.":
                 memory.mean(-2),
             "you averaged the weighted rows (divided by N): r is the weighted SUM, sum_i w(i) M(i).":
-                (w.unsqueeze(-1) * memory).mean(-2),
+                weighted.mean(-2),
+            "you summed over the columns (the last axis): sum the weighted rows over i (axis -2).":
+                weighted.sum(-1),
         })
         tests += 1
     # a one-hot weighting reads exactly that row
@@ -87,7 +97,7 @@ def memory_read(fn):
     return tests + 1
 
 
-@exercise("memory write: erase then add")
+@exercise("memory write: erase then add", reference=ref.memory_write)
 def memory_write(fn):
     tests = 0
     for seed, (B, N, M) in enumerate([(2, 6, 4), (3, 8, 5)]):
@@ -106,6 +116,8 @@ def memory_write(fn):
             "you subtracted w e instead of multiplying by (1 - w e): the erase is multiplicative.":
                 memory - W * E + W * A,
             "the add ignores w: add w(i) a to row i, not a to every row.": memory * (1 - W * E) + A,
+            "e and a are swapped: e is the erase vector (in 1 - w(i) e), a the add vector (in + w(i) a).":
+                memory * (1 - W * A) + W * E,
         })
         tests += 1
     # e = 1 with a one-hot w replaces that row by a and leaves the others alone
@@ -124,7 +136,7 @@ def _cosine_no_eps(k, memory):
     return (memory @ k.unsqueeze(-1)).squeeze(-1) / (memory.norm(dim=-1) * k.norm(dim=-1, keepdim=True))
 
 
-@exercise("cosine similarity")
+@exercise("cosine similarity", reference=ref.cosine_similarity)
 def cosine_similarity(fn):
     tests = 0
     for seed, (B, N, M) in enumerate([(2, 6, 4), (3, 9, 5)]):
@@ -140,7 +152,12 @@ def cosine_similarity(fn):
                 (memory @ k.unsqueeze(-1)).squeeze(-1),
             "you divided by |M(i)| only: divide by both norms, |k| |M(i)|.":
                 (memory @ k.unsqueeze(-1)).squeeze(-1) / (memory.norm(dim=-1) + 1e-8),
-        }, properties=[(lambda: np.all(np.abs(to_numpy(out)) <= 1 + 1e-5),
+            "you divided by |k| only: divide by both norms, |k| |M(i)|.":
+                (memory @ k.unsqueeze(-1)).squeeze(-1) / (k.norm(dim=-1, keepdim=True) + 1e-8),
+            "the norms are not square-rooted: |u| = sqrt(sum_j u_j^2), not the sum of squares.":
+                (memory @ k.unsqueeze(-1)).squeeze(-1)
+                / ((memory ** 2).sum(-1) * (k ** 2).sum(-1, keepdim=True) + 1e-8),
+        }, properties=[(lambda out: np.all(np.abs(to_numpy(out)) <= 1 + 1e-5),
                         "cosine similarities must lie in [-1, 1]: divide by |k| |M(i)|.")])
         tests += 1
     zero = call(fn, torch.ones(1, 3), torch.zeros(1, 4, 3))
@@ -150,7 +167,7 @@ def cosine_similarity(fn):
     return tests + 1
 
 
-@exercise("content addressing")
+@exercise("content addressing", reference=ref.content_addressing)
 def content_addressing(fn):
     tests = 0
     for seed, (B, N, M) in enumerate([(2, 6, 4), (3, 10, 5)]):
@@ -170,9 +187,11 @@ def content_addressing(fn):
                 torch.softmax(beta * K, 0),
             "you normalised beta * cosine by its sum without exp: use a softmax.":
                 beta * K / (beta * K).sum(-1, keepdim=True),
+            "you divided by the largest exp instead of the sum: a softmax divides exp(beta K(k, M(i))) by "
+            "sum_j exp(beta K(k, M(j))).": torch.exp(beta * K - (beta * K).amax(-1, keepdim=True)),
             "a zero memory row gives NaN: compute the cosine with `ntm.cosine_similarity` "
             "(its eps keeps zero rows at 0).": torch.softmax(beta * _cosine_no_eps(k, memory), -1),
-        }, properties=[(lambda: _is_distribution(out),
+        }, properties=[(_is_distribution,
                         "the weighting must be a distribution over rows (>= 0, sums to 1): use a softmax.")])
         expect_distribution(out, "content weights")
         tests += 1
@@ -187,7 +206,7 @@ def content_addressing(fn):
     return tests + 2
 
 
-@exercise("interpolation with the previous weighting")
+@exercise("interpolation with the previous weighting", reference=ref.interpolate)
 def interpolate(fn):
     tests = 0
     for seed, (B, N) in enumerate([(2, 6), (4, 9)]):
@@ -203,7 +222,10 @@ def interpolate(fn):
                 g * w_c + w_prev,
             "you averaged w_c and w_prev: the gate g sets the mix, g w_c + (1 - g) w_prev.":
                 (w_c + w_prev) / 2,
-        }, properties=[(lambda: _is_distribution(out),
+            "w_prev is ignored: you returned the content weighting; mix it with the previous weighting, "
+            "g w_c + (1 - g) w_prev.": w_c,
+            "the previous weighting is missing: w_g = g w_c + (1 - g) w_prev.": g * w_c,
+        }, properties=[(_is_distribution,
                         "the interpolated weighting must still sum to 1: use weights g and (1 - g).")])
         tests += 1
     w_c, w_prev = _weighting(rng(48), 1, 5), _weighting(rng(49), 1, 5)
@@ -221,7 +243,14 @@ def _shift_zero_padded(w, s):
     return sum(s[..., R + k:R + k + 1] * padded[..., R - k:R - k + N] for k in range(-R, R + 1))
 
 
-@exercise("circular shift")
+def _rolled(w, s, dims):
+    """The 2R+1 copies of w rolled by -R..R, (B, N, 2R+1); dims=None rolls the flattened tensor."""
+    R = s.shape[-1] // 2
+    return torch.stack([torch.roll(w, k, dims=dims) if dims is not None else torch.roll(w, k)
+                        for k in range(-R, R + 1)], dim=-1)
+
+
+@exercise("circular shift", reference=ref.shift)
 def shift(fn):
     tests = 0
     for seed, (B, N, S) in enumerate([(2, 6, 3), (3, 8, 3), (2, 7, 5)]):
@@ -235,7 +264,13 @@ def shift(fn):
             "(use torch.roll, not zero padding).": _shift_zero_padded(w, s),
             "the shift goes the wrong way: s[..., -1] (shift +1) should move weight from row i to "
             "row i + 1.": ref.shift(w, s.flip(-1)),
-        }, properties=[(lambda: _is_distribution(out),
+            "the shifted copies are not weighted by s: w_s(i) = sum_k s(k) w(i - k).":
+                _rolled(w, s, dims=-1).mean(-1),
+            "torch.roll without dims= rolls the flattened batch, so weight moves between examples: pass "
+            "dims=-1.": _rolled(w, s, dims=None).mul(s.unsqueeze(-2)).sum(-1),
+            "torch.roll over the wrong axis: roll the memory rows (dims=-1), not the batch.":
+                _rolled(w, s, dims=0).mul(s.unsqueeze(-2)).sum(-1),
+        }, properties=[(_is_distribution,
                         "the shifted weighting must still sum to 1: a circular convolution loses no weight.")])
         tests += 1
     # one-hot shifts: +1 moves the last row round to row 0, -1 moves row 0 round to the last
@@ -252,7 +287,7 @@ def shift(fn):
     return tests + 2
 
 
-@exercise("sharpening")
+@exercise("sharpening", reference=ref.sharpen)
 def sharpen(fn):
     tests = 0
     for seed, (B, N) in enumerate([(2, 6), (3, 10)]):
@@ -267,7 +302,11 @@ def sharpen(fn):
                 ref.sharpen(w * gamma, torch.ones_like(gamma)),
             "you renormalised over the wrong axis: the sum runs over memory rows (last axis).":
                 w ** gamma / (w ** gamma).sum(0, keepdim=True),
-        }, properties=[(lambda: _is_distribution(out),
+            "you divided by the largest w(j)**gamma instead of the sum: renormalise by sum_j w(j)**gamma.":
+                w ** gamma / (w ** gamma).amax(-1, keepdim=True),
+            "you took softmax(gamma * w): sharpening raises each weight to the power gamma, "
+            "w(i)**gamma / sum_j w(j)**gamma.": torch.softmax(gamma * w, -1),
+        }, properties=[(_is_distribution,
                         "the sharpened weighting must sum to 1: divide by sum_j w(j)**gamma.")])
         expect(np.array_equal(to_numpy(out).argmax(-1), to_numpy(w).argmax(-1)),
                "sharpening must keep the most-weighted row (the argmax).")
@@ -279,16 +318,15 @@ def sharpen(fn):
 
 
 # ---------------------------------------------------------------- head activations
-@exercise("head parameters and their activations")
+@exercise("head parameters and their activations", reference=ref.head_parameters)
 def head_parameters(fn):
     M, S = 5, 3
     tests = 0
     for seed, B in enumerate([2, 4]):
         raw = _t(rng(70 + seed).normal(size=(B, M + 3 + S)) * 3)
         out = call(fn, raw, M, S)
-        expect(isinstance(out, (tuple, list)) and len(out) == 5,
-               "head_parameters should return the tuple (k, beta, g, s, gamma).")
         expected = ref.head_parameters(raw, M, S)
+        out = expect_returns(out, expected, ("k", "beta", "g", "s", "gamma"))
         k, beta, g, s, gamma = torch.split(raw, [M, 1, 1, S, 1], dim=-1)
         wrong = {
             "beta": {"beta must be >= 0: apply softplus to it.": beta,
@@ -296,7 +334,9 @@ def head_parameters(fn):
             "g": {"g must lie in [0, 1]: apply a sigmoid to it.": g,
                   "g uses softplus; a gate needs a sigmoid (values in [0, 1]).": F.softplus(g)},
             "s": {"s must be a distribution over the shifts: apply a softmax over the last axis.": s,
-                  "s uses a sigmoid; the shift weights need a softmax so they sum to 1.": torch.sigmoid(s)},
+                  "s uses a sigmoid; the shift weights need a softmax so they sum to 1.": torch.sigmoid(s),
+                  "s: softmax over the wrong axis: normalise over the shifts (the last axis, dim=-1).":
+                      torch.softmax(s, dim=0)},
             "gamma": {"gamma must be >= 1: use 1 + softplus, not softplus alone.": F.softplus(gamma),
                       "gamma uses 1 + exp; the NTM uses 1 + softplus.": 1 + gamma.exp(),
                       "gamma has no activation: use 1 + softplus so that gamma >= 1.": gamma},

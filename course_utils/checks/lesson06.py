@@ -9,7 +9,18 @@ import torch
 import torch.nn.functional as F
 
 from .. import pointer as ref
-from .core import call, exercise, expect, expect_close, expect_distribution, expect_shape, randn, rng, to_numpy
+from .core import (
+    call,
+    exercise,
+    expect,
+    expect_close,
+    expect_distribution,
+    expect_returns,
+    expect_shape,
+    randn,
+    rng,
+    to_numpy,
+)
 
 
 def _random_mask(generator, B, T):
@@ -19,7 +30,7 @@ def _random_mask(generator, B, T):
     return mask
 
 
-@exercise("pointer scores")
+@exercise("pointer scores", reference=ref.pointer_scores)
 def pointer_scores(fn):
     tests = 0
     # (B, T, d_h, d_s, d_attn): square weights so that swapped weights still run; B == T so that
@@ -30,12 +41,25 @@ def pointer_scores(fn):
         W_h, W_s, v = randn(g, d_h, d_attn), randn(g, d_s, d_attn), randn(g, d_attn)
         expected = ref.pointer_scores(h, s, W_h, W_s, v)
         got = call(fn, h.clone(), s.clone(), W_h.clone(), W_s.clone(), v.clone())
+        inside = h @ W_h + (s @ W_s).unsqueeze(1)                            # (B, T, d_attn)
         mistakes = {
             "the scores should be a raw score per position, before any softmax: the softmax comes later "
             "(with the mask), so return v^T tanh(W_h h_j + W_s s) as it is.": torch.softmax(expected, dim=-1),
             "tanh is missing: e_j = v^T tanh(W_h h_j + W_s s) applies tanh before the projection by v.":
-                (h @ W_h + (s @ W_s).unsqueeze(1)) @ v,
+                inside @ v,
+            "tanh is applied after the projection by v: e_j = v^T tanh(W_h h_j + W_s s), tanh first.":
+                torch.tanh(inside @ v),
+            "v is missing: you summed tanh(W_h h_j + W_s s) over its d_attn entries; project it with v "
+            "(`@ v`).": torch.tanh(inside).sum(-1),
         }
+        if d_h == d_s == d_attn:
+            mistakes["the weights are transposed: here they act on the right, h @ W_h and s @ W_s "
+                     "(W_h is (d_h, d_attn), W_s is (d_s, d_attn))."] = \
+                torch.tanh(h @ W_h.T + (s @ W_s.T).unsqueeze(1)) @ v
+            mistakes["W_h is transposed: here weights act on the right, h @ W_h (W_h is (d_h, d_attn))."] = \
+                torch.tanh(h @ W_h.T + (s @ W_s).unsqueeze(1)) @ v
+            mistakes["W_s is transposed: here weights act on the right, s @ W_s (W_s is (d_s, d_attn))."] = \
+                torch.tanh(h @ W_h + (s @ W_s.T).unsqueeze(1)) @ v
         if d_h == d_s:
             mistakes["W_h and W_s are swapped: W_h multiplies the encoder states h_j, W_s the decoder "
                      "state s."] = ref.pointer_scores(h, s, W_s, W_h, v)
@@ -49,7 +73,7 @@ def pointer_scores(fn):
     return tests
 
 
-@exercise("masked pointer softmax")
+@exercise("masked pointer softmax", name="masked_pointer_softmax", reference=ref.masked_softmax)
 def masked_pointer_softmax(fn):
     tests = 0
     for seed, (B, T) in enumerate([(3, 6), (5, 4), (2, 9)]):
@@ -70,8 +94,14 @@ def masked_pointer_softmax(fn):
             "not over the batch.": torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=0),
             "the mask is applied after the softmax: the remaining weights no longer sum to 1; mask the "
             "scores (-inf) before the softmax.": torch.softmax(scores, dim=-1) * mask,
+            "you divided by the largest exp instead of the sum: a softmax divides exp(e_j) by the sum of "
+            "exp(e_k) over the positions that may be chosen.": torch.exp(
+                scores - scores.masked_fill(~mask, float("-inf")).amax(-1, keepdim=True)) * mask,
         }
         expect_shape(got, (B, T), "masked_pointer_softmax(scores, mask)")
+        expect(not bool(torch.isneginf(torch.as_tensor(got)).any()),
+               "some weights are -inf: return probabilities (torch.softmax), not log-probabilities "
+               "(log_softmax).")
         expect_close(got, expected, "masked_pointer_softmax(scores, mask)", mistakes=mistakes)
         expect_distribution(got, "the pointer weights", axis=-1)
         expect(bool((to_numpy(got)[~mask.numpy()] == 0).all()),
@@ -91,6 +121,16 @@ def masked_pointer_softmax(fn):
     return tests + 1
 
 
+def _comparable(x):
+    """A value expect_returns can compare: a bool mask as floats, the state (s, c) stacked."""
+    if isinstance(x, (tuple, list)) and len(x) == 2 and all(hasattr(t, "shape") for t in x) \
+            and tuple(x[0].shape) == tuple(x[1].shape):
+        return torch.stack([torch.as_tensor(t) for t in x])
+    if hasattr(x, "dtype") and x.dtype == torch.bool:
+        return x.float()
+    return x
+
+
 def _model(seed):
     with torch.random.fork_rng(devices=[]):   # leave the learner's random state alone
         torch.manual_seed(seed)
@@ -105,7 +145,7 @@ def _wrong_state_step(model, h, state, inp, mask):
     return weights, j, mask & ~F.one_hot(j, mask.shape[-1]).bool(), (s, c)
 
 
-@exercise("one decoding step")
+@exercise("one decoding step", reference=ref.decode_step)
 def decode_step(fn):
     tests = 0
     for seed, (B, T) in enumerate([(4, 6), (3, 9)]):
@@ -119,9 +159,9 @@ def decode_step(fn):
             for step in range(T):
                 w_ref, j_ref, mask_ref, (s_ref, c_ref) = ref.decode_step(model, h, state, inp, mask.clone())
                 out = call(fn, model, h, (state[0].clone(), state[1].clone()), inp.clone(), mask.clone())
-                expect(isinstance(out, tuple) and len(out) == 4,
-                       "decode_step should return a tuple (weights, j, new_mask, (s, c)), got "
-                       f"{type(out).__name__}" + (f" of length {len(out)}" if isinstance(out, tuple) else "") + ".")
+                expect_returns(tuple(map(_comparable, out)) if isinstance(out, (tuple, list)) else out,
+                               tuple(map(_comparable, (w_ref, j_ref, mask_ref, (s_ref, c_ref)))),
+                               ("weights", "j", "new_mask", "(s, c)"))
                 weights, j, new_mask, new_state = out
                 what = f"step {step + 1}: "
                 w_wrong = _wrong_state_step(model, h, state, inp, mask.clone())[0]
@@ -148,6 +188,10 @@ def decode_step(fn):
                 expect(not torch.equal(new_mask, mask) or torch.equal(mask_ref, mask),
                        what + "chosen positions are not masked: set new_mask[b, j[b]] = False so that "
                        "a position cannot be chosen twice.")
+                columns = mask & ~F.one_hot(j_ref, T).bool().any(0, keepdim=True)   # new_mask[:, j] = False
+                expect(torch.equal(columns, mask_ref) or not torch.equal(new_mask, columns),
+                       what + "new_mask[:, j] = False masks every example's choice in every row: index each row "
+                       "with its own choice, new_mask[torch.arange(B), j] = False.")
                 expect(torch.equal(new_mask, mask_ref),
                        what + "the new mask should equal the old mask with the chosen position j set to "
                        "False in every row (and nothing else changed).")

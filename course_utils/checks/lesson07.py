@@ -6,50 +6,80 @@ import torch
 import torch.nn.functional as F
 
 from .. import attention as ref
-from .core import call, exercise, expect, expect_close, expect_distribution, expect_shape, single_threaded, to_numpy
+from .core import (
+    call,
+    exercise,
+    expect,
+    expect_close,
+    expect_distribution,
+    expect_returns,
+    expect_shape,
+    randn,
+    rng,
+    single_threaded,
+    to_numpy,
+)
 
 _NAN_ROW = ("a query whose every key is masked gives NaN (softmax of a row of -inf): give such rows zero "
             "weights, e.g. compute `has_key = mask.any(-1, keepdim=True)`, keep those rows finite, and "
             "multiply the weights by `has_key`")
+_WRONG_SOFTMAX_AXIS = ("the softmax is taken over axis {axis}, the {name} axis (a softmax without `dim=` picks "
+                       "axis 0 or 1): normalise each query's scores over the KEYS, `softmax(dim=-1)`, whatever the "
+                       "number of leading axes")
 
 
-def _tensors(seed, *shapes):
-    g = torch.Generator().manual_seed(seed)
-    return [torch.randn(*s, generator=g) for s in shapes]
+def _weights(q, k, mask=None, divisor=None, dim=-1, fill=float("-inf"), invert=False, after=False,
+             transposed=False, by_max=False):
+    """What the attention weights come out as, with or without a typical mistake.
 
-
-def _weights(q, k, mask=None, scale=True, dim=-1, fill=float("-inf"), invert=False, after=False):
-    """What the attention weights come out as, with or without a typical mistake."""
-    scores = q @ k.transpose(-2, -1)
-    if scale:
-        scores = scores / math.sqrt(q.size(-1))
-    if mask is None:
-        return scores.softmax(dim)
-    keep = ~mask if invert else mask
-    if after:  # mask applied to the weights, not the scores: rows no longer sum to 1
-        return scores.softmax(dim) * keep
-    return scores.masked_fill(~keep, fill).softmax(dim)
+    divisor: what the scores are divided by (default √d_k); transposed: scores k qᵀ instead of q kᵀ;
+    by_max: exp(e) divided by its maximum instead of its sum.
+    """
+    scores = k @ q.transpose(-2, -1) if transposed else q @ k.transpose(-2, -1)
+    scores = scores / (math.sqrt(q.size(-1)) if divisor is None else divisor)
+    if mask is not None:
+        keep = ~mask if invert else mask
+        if after:  # mask applied to the weights, not the scores: rows no longer sum to 1
+            return scores.softmax(dim) * keep
+        scores = scores.masked_fill(~keep, fill)
+    if by_max:
+        return (scores - scores.amax(dim, keepdim=True)).exp()
+    return scores.softmax(dim)
 
 
 def _random_mask(seed, shape):
     """A mask with the diagonal kept and at least one key masked in every row (so no row is empty,
     and the inverted mask has no empty row either)."""
-    g = torch.Generator().manual_seed(seed)
     T_q, T_k = shape[-2:]
-    mask = torch.rand(*shape, generator=g) > 0.4
+    mask = torch.as_tensor(rng(seed).random(shape) > 0.4)
     eye = torch.eye(T_q, T_k, dtype=torch.bool)
-    mask = (mask | eye) & ~torch.roll(eye, 1, dims=-1)
-    return mask
+    return (mask | eye) & ~torch.roll(eye, 1, dims=-1)
 
 
-def _attention_mistakes(q, k, v, mask):
-    def out(w):
-        return w @ v
+def _weight_mistakes(q, k, v, mask):
+    """{symptom: the weights that mistake gives} for these inputs."""
+    d_k, d_v, T_q, T_k = q.size(-1), v.size(-1), q.size(-2), k.size(-2)
     mistakes = {
-        "missing scale: divide the scores q kᵀ by sqrt(d_k) before the softmax": _weights(q, k, mask, scale=False),
+        "missing scale: divide the scores q kᵀ by sqrt(d_k) before the softmax": _weights(q, k, mask, divisor=1.0),
         "softmax over the wrong axis: each query's weights must sum to 1 over the KEYS (dim=-1)":
             _weights(q, k, mask, dim=-2),
+        "the scores are divided by d_k: divide by its square root, sqrt(d_k)": _weights(q, k, mask, divisor=d_k),
+        "the scores are multiplied by sqrt(d_k): divide by it": _weights(q, k, mask, divisor=1 / math.sqrt(d_k)),
+        "the weights are exp(e) divided by their MAXIMUM: a softmax divides by the SUM over the keys "
+        "(subtracting the maximum first only keeps exp from overflowing)": _weights(q, k, mask, by_max=True),
     }
+    if d_v != d_k:
+        mistakes["the scores are scaled by sqrt(d_v), the width of the values: scale by sqrt(d_k), the width of "
+                 "the queries and keys, `q.size(-1)`"] = _weights(q, k, mask, divisor=math.sqrt(d_v))
+    if T_k != d_k:
+        mistakes["the scores are scaled by sqrt(T_k), the number of keys: scale by sqrt(d_k), the width of the "
+                 "queries and keys, `q.size(-1)` (not `k.size(-2)`)"] = _weights(q, k, mask, divisor=math.sqrt(T_k))
+    if T_q == T_k:
+        mistakes["the scores are transposed (k qᵀ instead of q kᵀ): row t must hold query t's scores over "
+                 "the keys"] = _weights(q, k, mask, transposed=True)
+    for axis in reversed(range(q.dim() - 2)):  # the head axis of (B, h, T, d) inputs first: with a mask both
+        # give NaN (a column of -inf), which is all that expect_close compares then; the batch axis shows in case 1
+        mistakes[_WRONG_SOFTMAX_AXIS.format(axis=axis, name=("batch", "head")[axis])] = _weights(q, k, mask, dim=axis)
     if mask is not None:
         mistakes.update({
             "the mask is inverted: True means 'may attend' (keep), so fill the scores where the mask is "
@@ -59,72 +89,72 @@ def _attention_mistakes(q, k, v, mask):
             "masked scores are set to 0, which still gets weight after the softmax: fill them with "
             "float('-inf')": _weights(q, k, mask, fill=0.0),
         })
-    return mistakes, {symptom: out(w) for symptom, w in mistakes.items()}
+    return mistakes
 
 
-def _unpack(result, what="attention"):
-    expect(isinstance(result, tuple) and len(result) == 2,
-           f"return two things: the output and the weights, as `return out, weights` ({what}).")
-    return result
+def _reference(q, k, v, mask=None):
+    return ref.scaled_dot_product_attention(q, k, v, mask, need_weights=True)
 
 
-@exercise("scaled dot-product attention with a mask", name="attention")
+@exercise("scaled dot-product attention with a mask", name="attention", reference=_reference)
 @single_threaded
 def scaled_dot_product_attention(fn):
     """fn(q, k, v, mask=None) -> (out (B, ..., T_q, d_v), weights (B, ..., T_q, T_k))."""
     tests = 0
-    cases = [((2, 5, 4), (2, 5, 4), (2, 5, 4), None),
-             ((2, 3, 6, 8), (2, 3, 6, 8), (2, 3, 6, 8), "random"),
-             ((2, 2, 4, 8), (2, 2, 7, 8), (2, 2, 7, 5), "random")]
-    for seed, (sq, sk, sv, kind) in enumerate(cases):
-        q, k, v = _tensors(seed, sq, sk, sv)
-        q, k = q * 2, k * 2
-        mask = None if kind is None else _random_mask(seed, (sq[0], 1, sq[-2], sk[-2]))
-        out, weights = _unpack(call(fn, q, k, v, mask) if mask is not None else call(fn, q, k, v))
-        w_mistakes, out_mistakes = _attention_mistakes(q, k, v, mask)
-        T_q, T_k = sq[-2], sk[-2]
-        expect_shape(weights, sq[:-1] + (T_k,), "weights")
-        expect_close(weights, ref.attention_weights(q, k, mask), f"the weights (q {sq}, k {sk}, "
-                     f"{'no mask' if mask is None else 'with a mask'})", mistakes=w_mistakes)
+    # d_k, d_v and T_k all differ in the last case, so that scaling by the wrong one shows
+    cases = [((2, 5, 4), (2, 5, 4), (2, 5, 4), False),
+             ((2, 3, 6, 8), (2, 3, 6, 8), (2, 3, 6, 8), True),
+             ((2, 2, 4, 8), (2, 2, 7, 8), (2, 2, 7, 5), True)]
+    for seed, (sq, sk, sv, masked) in enumerate(cases):
+        g = rng(seed)
+        q, k, v = randn(g, *sq, scale=2.0), randn(g, *sk, scale=2.0), randn(g, *sv)
+        mask = _random_mask(seed, (sq[0], 1, sq[-2], sk[-2])) if masked else None
+        expected = _reference(q, k, v, mask)
+        result = call(fn, q, k, v, mask) if masked else call(fn, q, k, v)
+        out, weights = expect_returns(result, expected, ("out", "weights"))
+        w_mistakes = _weight_mistakes(q, k, v, mask)
+        expect_shape(weights, sq[:-1] + (sk[-2],), "weights")
+        expect_close(weights, expected[1], f"the weights (q {sq}, k {sk}, v {sv}, "
+                     f"{'with a mask' if masked else 'no mask'})", mistakes=w_mistakes)
         expect_distribution(weights, "each query's weights")
         expect_shape(out, sq[:-1] + (sv[-1],), "out")
-        expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        out_mistakes = {symptom: w @ v for symptom, w in w_mistakes.items()}
         if sk == sv:
-            out_mistakes["out mixes the keys instead of the values: out = weights @ v"] = \
-                ref.attention_weights(q, k, mask) @ k
-        expect_close(out, expected, "out, compared with torch.nn.functional.scaled_dot_product_attention",
-                     mistakes=out_mistakes)
+            out_mistakes["out mixes the keys instead of the values: out = weights @ v"] = expected[1] @ k
+        expect_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+                     "out, compared with torch.nn.functional.scaled_dot_product_attention", mistakes=out_mistakes)
         if mask is not None:
             expect(bool(torch.all(torch.as_tensor(to_numpy(weights))[~mask.expand(weights.shape)] == 0)),
                    "masked positions get non-zero weight: fill the scores where the mask is False with -inf.")
         tests += 1
     # causality: with a causal mask, changing later positions leaves earlier outputs unchanged
-    x, = _tensors(7, (1, 8, 6))
+    x = randn(rng(7), 1, 8, 6)
     y = x.clone()
-    y[:, 5:] += 3 * torch.randn(1, 3, 6, generator=torch.Generator().manual_seed(8))
+    y[:, 5:] += randn(rng(8), 1, 3, 6, scale=3.0)
     causal = ref.causal_mask(8)
-    out_x, _ = _unpack(call(fn, x, x, x, causal))
-    out_y, _ = _unpack(call(fn, y, y, y, causal))
-    changed = (to_numpy(out_x)[0, :5] - to_numpy(out_y)[0, :5]).__abs__().max(axis=-1) > 1e-5
+    out_x, _ = expect_returns(call(fn, x, x, x, causal), _reference(x, x, x, causal), ("out", "weights"))
+    out_y, _ = expect_returns(call(fn, y, y, y, causal), _reference(y, y, y, causal), ("out", "weights"))
+    changed = np.abs(to_numpy(out_x)[0, :5] - to_numpy(out_y)[0, :5]).max(axis=-1) > 1e-5
     expect(not changed.any(), f"the output at position {int(np.argmax(changed))} changed when positions 5-7 "
                               "changed: with the causal mask, a position must not see later positions.")
     tests += 1
     # a query with no key allowed gets zero weights and a zero output, not NaN
-    q, k, v = _tensors(9, (1, 4, 4), (1, 5, 4), (1, 5, 4))
+    g = rng(9)
+    q, k, v = randn(g, 1, 4, 4), randn(g, 1, 5, 4), randn(g, 1, 5, 3)
     mask = torch.ones(1, 4, 5, dtype=torch.bool)
     mask[0, 2] = False
-    out, weights = _unpack(call(fn, q, k, v, mask))
-    w_ref = ref.attention_weights(q, k, mask)
-    expect_close(weights, w_ref, "the weights when query 2 may attend to no key", mistakes={
+    expected = _reference(q, k, v, mask)
+    out, weights = expect_returns(call(fn, q, k, v, mask), expected, ("out", "weights"))
+    expect_close(weights, expected[1], "the weights when query 2 may attend to no key", mistakes={
         _NAN_ROW: _weights(q, k, mask),
         "a fully masked query gets uniform weights (a large negative fill gives every key the same "
         "score): give rows with no allowed key zero weights (multiply by `mask.any(-1, keepdim=True)`)":
             _weights(q, k, mask, fill=-1e9)})
-    expect_close(out, w_ref @ v, "the output when query 2 may attend to no key", hint="it should be all zeros")
+    expect_close(out, expected[0], "the output when query 2 may attend to no key", hint="it should be all zeros")
     return tests + 1
 
 
-@exercise("causal mask")
+@exercise("causal mask", reference=ref.causal_mask)
 @single_threaded
 def causal_mask(fn):
     """fn(T) -> (T, T) bool, True on and below the diagonal (query t may attend to keys 0..t)."""
@@ -145,12 +175,15 @@ def causal_mask(fn):
             "so row t must be True for columns 0..t": torch.triu(ones).float(),
             "the diagonal is masked: a position may attend to itself (use diagonal=1 in torch.triu)":
                 torch.tril(ones, -1).float(),
+            "the mask is off by one: query t may also see key t+1, one step into the future (True on and "
+            "below the diagonal only: `~torch.triu(ones, diagonal=1)`)": torch.tril(ones, 1).float(),
+            "the mask is all True, so it hides nothing: query t must not see the keys after t": ones.float(),
         })
         tests += 1
     # in use: the output at position t does not change when later positions change
     T = 6
     mask = torch.as_tensor(to_numpy(call(fn, T))).bool()
-    x, = _tensors(3, (1, T, 4))
+    x = randn(rng(3), 1, T, 4)
     y = x.clone()
     y[:, 4:] += 5.0
     a = ref.scaled_dot_product_attention(x, x, x, mask)
@@ -161,14 +194,13 @@ def causal_mask(fn):
     return tests + 1
 
 
-@exercise("padding mask")
+@exercise("padding mask", reference=ref.padding_mask)
 @single_threaded
 def padding_mask(fn):
     """fn(tokens (B, T), pad_id) -> (B, 1, 1, T) bool, True at real tokens."""
     tests = 0
     for seed, pad_id in enumerate((0, 3)):
-        g = torch.Generator().manual_seed(seed)
-        tokens = torch.randint(4, 20, (3, 6), generator=g)
+        tokens = torch.as_tensor(rng(seed).integers(4, 20, size=(3, 6)))
         for b, length in enumerate((6, 4, 2)):
             tokens[b, length:] = pad_id
         mask = call(fn, tokens, pad_id)
@@ -187,12 +219,16 @@ def padding_mask(fn):
             "shape (B, 1, 1, T)": real[:, None, :, None],
             "the mask has shape (B, 1, T): use (B, 1, 1, T), one axis for heads and one for queries":
                 real[:, None, :],
+            "the mask has shape (B, T, 1, 1): the token axis must be the LAST one, (B, 1, 1, T), because "
+            "padding hides keys": real[:, :, None, None],
+            "the mask compares the tokens with 0, not with `pad_id`: use `tokens != pad_id`":
+                (tokens != 0).float()[:, None, None, :],
         })
         tests += 1
     # in use: changing what sits at padded positions leaves the outputs of real positions unchanged
     tokens = torch.tensor([[5, 6, 7, 0, 0]])
     mask = torch.as_tensor(to_numpy(call(fn, tokens, 0))).bool()
-    x, = _tensors(4, (1, 1, 5, 4))
+    x = randn(rng(4), 1, 1, 5, 4)
     y = x.clone()
     y[..., 3:, :] += 5.0
     a = ref.scaled_dot_product_attention(x, x, x, mask)

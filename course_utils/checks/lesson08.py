@@ -6,14 +6,42 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .. import attention as ref
-from .core import call, exercise, expect, expect_close, expect_distribution, expect_shape, single_threaded, to_numpy
+from .core import (
+    call,
+    exercise,
+    expect,
+    expect_close,
+    expect_distribution,
+    expect_shape,
+    randn,
+    rng,
+    single_threaded,
+    to_numpy,
+)
 
 
 def _x(seed, *shape):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+    return randn(rng(seed), *shape)
 
 
-@exercise("split heads")
+class ReferenceMultiHeadAttention(nn.Module):
+    """The answer to the exercise, written with the course's tested functions (same layers as the notebook's)."""
+
+    def __init__(self, d_model, num_heads):
+        super().__init__()
+        self.num_heads, self.d_head = num_heads, d_model // num_heads
+        self.w_q, self.w_k = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+        self.w_v, self.w_o = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+        self.attn_weights = None
+
+    def forward(self, query, key, value, mask=None):
+        q, k, v = (ref.split_heads(w(t), self.num_heads) for w, t in ((self.w_q, query), (self.w_k, key),
+                                                                      (self.w_v, value)))
+        out, self.attn_weights = ref.scaled_dot_product_attention(q, k, v, mask, need_weights=True)
+        return self.w_o(ref.merge_heads(out))
+
+
+@exercise("split heads", reference=ref.split_heads)
 @single_threaded
 def split_heads(fn):
     """fn(x (B, T, d_model), num_heads) -> (B, num_heads, T, d_head)."""
@@ -35,7 +63,7 @@ def split_heads(fn):
     return tests
 
 
-@exercise("merge heads")
+@exercise("merge heads", reference=ref.merge_heads)
 @single_threaded
 def merge_heads(fn):
     """fn(x (B, num_heads, T, d_head)) -> (B, T, num_heads * d_head), the inverse of split_heads."""
@@ -52,6 +80,8 @@ def merge_heads(fn):
                 x.permute(0, 2, 3, 1).reshape(B, T, h * d_head),
             "the result is (B, T, num_heads, d_head): reshape it to (B, T, num_heads * d_head)":
                 x.transpose(1, 2),
+            "the heads are stacked along time, (B, num_heads * T, d_head): concatenate them along the FEATURES, "
+            "(B, T, num_heads * d_head), e.g. `x.transpose(1, 2).reshape(B, T, -1)`": x.reshape(B, h * T, d_head),
         })
         expect_close(call(fn, ref.split_heads(_x(seed, B, T, h * d_head), h)), _x(seed, B, T, h * d_head),
                      "merge_heads(split_heads(x))", hint="merge_heads must undo split_heads.")
@@ -60,9 +90,11 @@ def merge_heads(fn):
 
 
 def _multi_head(weights, query, key, value, h, mask=None, scale="d_head", split="ok", merge="ok",
-                out_proj=True, dim=-1):
+                out_proj=True, dim=-1, projections="qkv", invert=False):
     """Multi-head attention from raw weights, with or without a typical mistake."""
     W_q, W_k, W_v, b_q, b_k, b_v, W_o, b_o = weights
+    if projections == "q":  # the query's projection used for all three
+        W_k, W_v, b_k, b_v = W_q, W_q, b_q, b_q
     q, k, v = F.linear(query, W_q, b_q), F.linear(key, W_k, b_k), F.linear(value, W_v, b_v)
     B, d_model = q.size(0), q.size(-1)
     d_head = d_model // h
@@ -71,11 +103,15 @@ def _multi_head(weights, query, key, value, h, mask=None, scale="d_head", split=
     else:  # view straight as (B, h, T, d_head)
         q, k, v = (t.reshape(B, h, t.size(1), d_head) for t in (q, k, v))
     scores = q @ k.transpose(-2, -1)
-    scores = scores / math.sqrt({"d_head": d_head, "d_model": d_model, "none": 1}[scale])
+    scores = scores / math.sqrt({"d_head": d_head, "d_model": d_model, "T_k": k.size(-2), "none": 1}[scale])
     if mask is not None:
         keep = mask if mask.dim() != 3 else mask[:, None]
-        scores = scores.masked_fill(~keep, float("-inf"))
-    out = scores.softmax(dim) @ v                                       # (B, h, T_q, d_head)
+        keep = ~keep if invert else keep
+        has_key = keep.any(-1, keepdim=True)                           # as the course's attention: empty rows -> 0
+        weights = scores.masked_fill(~(keep | ~has_key), float("-inf")).softmax(dim) * has_key
+    else:
+        weights = scores.softmax(dim)
+    out = weights @ v                                                   # (B, h, T_q, d_head)
     out = ref.merge_heads(out) if merge == "ok" else out.reshape(B, -1, d_model)
     return F.linear(out, W_o, b_o) if out_proj else out
 
@@ -94,7 +130,7 @@ def _copy_weights(module, theirs):
     return (W_q, W_k, W_v, b_q, b_k, b_v, theirs.out_proj.weight.detach(), theirs.out_proj.bias.detach())
 
 
-@exercise("multi-head attention", name="MyMultiHeadAttention")
+@exercise("multi-head attention", name="MyMultiHeadAttention", reference=ReferenceMultiHeadAttention)
 @single_threaded
 def multi_head_attention(cls):
     """cls(d_model, num_heads) with layers w_q, w_k, w_v, w_o; forward(query, key, value, mask=None)
@@ -129,6 +165,10 @@ def multi_head_attention(cls):
             "scaled by sqrt(d_model): each head's scores are divided by sqrt(d_head), d_head = d_model // num_heads":
                 _multi_head(*args, scale="d_model"),
             "missing scale: divide each head's scores by sqrt(d_head)": _multi_head(*args, scale="none"),
+            "scaled by sqrt(T_k), the number of keys: divide each head's scores by sqrt(d_head)":
+                _multi_head(*args, scale="T_k"),
+            "the keys and values are projected with w_q: project the query with self.w_q, the key with self.w_k "
+            "and the value with self.w_v": _multi_head(*args, projections="q"),
             "the heads are split wrongly: view (B, T, d_model) as (B, T, num_heads, d_head), then transpose(1, 2)":
                 _multi_head(*args, split="view"),
             "the heads are merged in the wrong order: transpose(1, 2) back to (B, T, num_heads, d_head) "
@@ -141,12 +181,15 @@ def multi_head_attention(cls):
         if mask is not None:
             mistakes["the mask is ignored: pass it to the attention of every head (True = may attend)"] = \
                 _multi_head(weights, query, key, key, h, None)
+            mistakes["the mask is inverted: the course's masks say True = may attend (torch.nn.MultiheadAttention's "
+                     "attn_mask says the opposite); pass the mask as it is"] = _multi_head(*args, invert=True)
         expect_shape(out, (2, T_q, d_model), "the output")
         expect_close(out, expected, f"the output ({kind}-attention, d_model={d_model}, num_heads={h}"
                      f"{', ' + mask_kind + ' mask' if mask_kind else ''}) compared with torch.nn.MultiheadAttention",
                      mistakes=mistakes)
         stored = getattr(module, "attn_weights", None)
-        expect(stored is not None, "keep the weights: set `self.attn_weights = weights` (B, num_heads, T_q, T_k) in forward.")
+        expect(stored is not None,
+               "keep the weights: set `self.attn_weights = weights` (B, num_heads, T_q, T_k) in forward.")
         expect_shape(stored, (2, h, T_q, T_k), "self.attn_weights")
         expect_distribution(stored, "self.attn_weights")
         expect_close(stored, expected_w, "self.attn_weights compared with torch's per-head weights")
@@ -155,17 +198,20 @@ def multi_head_attention(cls):
 
 
 def _pe(max_len, d_model, form="ok"):
-    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None] + (1 if form == "from_one" else 0)
     i = torch.arange(d_model // 2, dtype=torch.float64)
     exponent = i / d_model if form == "i" else 2 * i / d_model
     angle = pos * 10000.0 ** exponent if form == "times" else pos / 10000.0 ** exponent
+    if form == "column":  # every column j uses the exponent j / d_model: the cosines get (2i+1)/d_model
+        return torch.stack([torch.sin(angle), torch.cos(pos / 10000.0 ** ((2 * i + 1) / d_model))],
+                           dim=-1).reshape(max_len, d_model)
     first, second = (torch.cos(angle), torch.sin(angle)) if form == "swapped" else (torch.sin(angle), torch.cos(angle))
     if form == "concat":
         return torch.cat([first, second], dim=-1)
     return torch.stack([first, second], dim=-1).reshape(max_len, d_model)
 
 
-@exercise("sinusoidal positional encoding")
+@exercise("sinusoidal positional encoding", reference=ref.sinusoidal_positional_encoding)
 @single_threaded
 def positional_encoding(fn):
     """fn(max_len, d_model) -> (max_len, d_model): PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...)."""
@@ -184,6 +230,10 @@ def positional_encoding(fn):
                 _pe(max_len, d_model, "i"),
             "the position is multiplied by 10000^(2i/d): divide, pos / 10000^(2i/d_model)":
                 _pe(max_len, d_model, "times"),
+            "the positions start at 1: the first row is position 0 (sin 0 = 0, cos 0 = 1), use "
+            "torch.arange(max_len)": _pe(max_len, d_model, "from_one"),
+            "the cosine columns use the exponent (2i+1)/d_model: columns 2i and 2i+1 share ONE frequency, "
+            "1 / 10000^(2i/d_model), so use the even column index 2i for both": _pe(max_len, d_model, "column"),
         })
         tests += 1
     return tests

@@ -1,17 +1,160 @@
-"""Checks for lesson 09: the encoder layer, the decoder layer and the Transformer's forward pass."""
+"""Checks for lesson 09: the feed-forward network, the encoder layer, the decoder layer and the forward pass."""
 import math
 
+import numpy as np
 import torch
+import torch.nn as nn
 
 from .. import transformer as ref
 from ..attention import causal_mask, padding_mask
-from .core import call, exercise, expect, expect_close, expect_shape, single_threaded, to_numpy
+from .core import call, exercise, expect, expect_close, expect_shape, randn, rng, single_threaded, to_numpy
 
 D_MODEL, HEADS, D_FF = 16, 4, 32
 
 
 def _x(seed, *shape):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+    return randn(rng(seed), *shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 1: the position-wise feed-forward network
+# ---------------------------------------------------------------------------------------------
+class FeedForward(nn.Module):
+    """The answer to the exercise: FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, with the formula's parameters
+    (the course's `transformer.PositionwiseFeedForward` keeps them in nn.Linear layers, W_1 = linear1.weight.T)."""
+
+    def __init__(self, d_model, d_ff, dropout=0.1):
+        super().__init__()
+        self.W_1 = nn.Parameter(torch.randn(d_model, d_ff) / math.sqrt(d_model))   # (d_model, d_ff)
+        self.b_1 = nn.Parameter(torch.zeros(d_ff))
+        self.W_2 = nn.Parameter(torch.randn(d_ff, d_model) / math.sqrt(d_ff))      # (d_ff, d_model)
+        self.b_2 = nn.Parameter(torch.zeros(d_model))
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        return self.dropout(torch.relu(x @ self.W_1 + self.b_1)) @ self.W_2 + self.b_2
+
+
+def _ffn(p, x, kind="ok", drop=None):
+    """FFN(x) from the parameters p, with or without a typical mistake; `drop` is the dropout to apply
+    (None at evaluation)."""
+    W_1, b_1, W_2, b_2 = p["W_1"], p["b_1"], p["W_2"], p["b_2"]
+    if kind == "order":
+        W_1, b_1, W_2, b_2 = W_2, b_2, W_1, b_1
+    if kind == "W_1.T":
+        W_1 = W_1.T
+    if kind == "W_2.T":
+        W_2 = W_2.T
+    drop = drop or (lambda t: t)
+    x = drop(x) if kind == "dropout_input" else x
+    hidden = x @ W_1 + (0 if kind == "no_b_1" else b_1)
+    hidden = hidden if kind == "no_relu" else torch.relu(hidden)
+    hidden = hidden if kind in ("dropout_input", "dropout_output") else drop(hidden)
+    out = hidden @ W_2 + (0 if kind == "no_b_2" else b_2)
+    out = torch.relu(out) if kind == "relu_twice" else out
+    return drop(out) if kind == "dropout_output" else out
+
+
+def _seeded(seed, fn, *args):
+    """fn(*args) with the global random generator seeded (dropout masks), leaving the generator as it was."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return fn(*args)
+
+
+@exercise("position-wise feed-forward network", name="MyFeedForward", reference=FeedForward)
+@single_threaded
+def feed_forward(cls):
+    """cls(d_model, d_ff, dropout) with parameters W_1 (d_model, d_ff), b_1, W_2 (d_ff, d_model), b_2 and
+    self.dropout; forward(x (B, T, d_model)) -> (B, T, d_model). Compared with the course's
+    PositionwiseFeedForward holding the same weights, at evaluation and in training (same dropout masks)."""
+    tests = 0
+    # d_ff == d_model first: there the two layers in the wrong order, or a transposed W_1, give values to name
+    for seed, (B, T, d_model, d_ff) in enumerate([(2, 5, 8, 8), (3, 4, 6, 16)]):
+        p_drop = 0.5
+        module = call(cls, d_model, d_ff, dropout=p_drop)
+        expect(isinstance(module, nn.Module), "your class should be an nn.Module (keep `class ...(nn.Module)`).")
+        g = rng(seed)
+        params = {"W_1": randn(g, d_model, d_ff, scale=d_model ** -0.5), "b_1": randn(g, d_ff, scale=0.5),
+                  "W_2": randn(g, d_ff, d_model, scale=d_ff ** -0.5), "b_2": randn(g, d_model, scale=0.5)}
+        try:
+            module.load_state_dict(params)
+        except (RuntimeError, AttributeError) as error:
+            expect(False, "your module's parameters should be W_1 (d_model, d_ff), b_1, W_2 (d_ff, d_model) and b_2: "
+                          f"keep __init__ as given ({str(error).splitlines()[0][:160]}).")
+        reference = ref.PositionwiseFeedForward(d_model, d_ff, p_drop)
+        with torch.no_grad():
+            reference.linear1.weight.copy_(params["W_1"].T)
+            reference.linear1.bias.copy_(params["b_1"])
+            reference.linear2.weight.copy_(params["W_2"].T)
+            reference.linear2.bias.copy_(params["b_2"])
+            x = randn(g, B, T, d_model)
+            # evaluation: dropout is off, and the output does not change from call to call
+            module.eval()
+            reference.eval()
+            out = _seeded(0, call, module, x)
+            expect_shape(out, (B, T, d_model), "the output")
+            again = _seeded(1, call, module, x)
+            expect(np.allclose(to_numpy(out), to_numpy(again), atol=1e-6),
+                   "in eval mode your output changes from call to call: dropout is active at evaluation time. "
+                   "Use self.dropout (an nn.Dropout switches off after model.eval()), or "
+                   "F.dropout(..., training=self.training).")
+            # position-wise: changing one position of the input changes that position's output only
+            changed = x.clone()
+            changed[:, 2] += 1.0
+            moved = np.abs(to_numpy(call(module, changed)) - to_numpy(out)).max(axis=(0, 2)) > 1e-5
+            moved[2] = False
+            expect(not moved.any(), f"the output at position {int(np.argmax(moved))} changed when only position 2 of "
+                                    "the input changed: the FFN acts on every position ALONE (x @ W_1 works on the "
+                                    "last axis directly; no reshape or transpose that mixes the sequence axis).")
+            mistakes = {
+                "the ReLU is applied after the second layer too: FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 has "
+                "one ReLU, between the two layers": _ffn(params, x, "relu_twice"),
+                "the ReLU is missing: max(0, x W_1 + b_1) between the two layers": _ffn(params, x, "no_relu"),
+                "the bias b_1 is missing: the hidden layer is max(0, x W_1 + b_1)": _ffn(params, x, "no_b_1"),
+                "the bias b_2 is missing: FFN(x) = max(0, x W_1 + b_1) W_2 + b_2": _ffn(params, x, "no_b_2"),
+            }
+            if d_model == d_ff:
+                mistakes.update({
+                    "the two layers are in the wrong order: first x W_1 + b_1 (d_model -> d_ff), the ReLU, then "
+                    "W_2 and b_2 (d_ff -> d_model)": _ffn(params, x, "order"),
+                    "W_1 is transposed: it is stored as (d_model, d_ff), so x @ self.W_1 (no .T; the .T belongs "
+                    "to nn.Linear's (out, in) weights)": _ffn(params, x, "W_1.T"),
+                    "W_2 is transposed: it is stored as (d_ff, d_model), so hidden @ self.W_2 (no .T)":
+                        _ffn(params, x, "W_2.T"),
+                })
+            expect_close(out, reference(x), f"the output at evaluation (d_model={d_model}, d_ff={d_ff})",
+                         mistakes=mistakes)
+            # training: dropout between the two layers, with the same masks as the reference's nn.Dropout
+            module.train()
+            reference.train()
+            out = _seeded(seed, call, module, x)
+            drop = nn.Dropout(p_drop)
+            expect_close(out, _seeded(seed, reference, x), f"the output in training (dropout p={p_drop})", mistakes={
+                "in training the output has no dropout: apply self.dropout to the hidden layer, "
+                "max(0, x W_1 + b_1), before W_2": _ffn(params, x),
+                "dropout is applied to the output: it goes between the two layers, on max(0, x W_1 + b_1)":
+                    _seeded(seed, _ffn, params, x, "dropout_output", drop),
+                "dropout is applied to the input: it goes between the two layers, on max(0, x W_1 + b_1)":
+                    _seeded(seed, _ffn, params, x, "dropout_input", drop),
+            }, hint="Apply self.dropout once, to the hidden layer max(0, x W_1 + b_1).")
+        tests += 1
+    return tests
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercises 2-4: the encoder layer, the decoder layer, the forward pass
+# ---------------------------------------------------------------------------------------------
+def _randomise_norms(module, seed):
+    """Give every LayerNorm a gain and bias of its own (at initialisation they are all 1 and 0, so using
+    the wrong one would go unnoticed)."""
+    g = rng(seed)
+    with torch.no_grad():
+        for m in module.modules():
+            if isinstance(m, nn.LayerNorm):
+                m.weight.copy_(1 + randn(g, *m.weight.shape, scale=0.3))
+                m.bias.copy_(randn(g, *m.bias.shape, scale=0.3))
+    return module
 
 
 def _build(cls, reference, norm_first):
@@ -39,20 +182,32 @@ def _sublayer(x, sublayer, norm, norm_first, kind="ok"):
 
 def _encoder_layer(layer, x, mask, norm_first, kind="ok", use_mask=True):
     m = mask if use_mask else None
-    x = _sublayer(x, lambda y: layer.self_attn(y, y, y, m), layer.norm1, norm_first, kind)
-    return _sublayer(x, layer.ff, layer.norm2, norm_first, kind)
+    if kind == "stale" and norm_first:  # the FFN reads y = LayerNorm(x) computed before the attention
+        y = layer.norm1(x)
+        x = x + layer.self_attn(y, y, y, m)
+        return x + layer.ff(y)
+    norm2 = layer.norm1 if kind == "one_norm" else layer.norm2
+    block = "ok" if kind in ("one_norm", "stale") else kind
+    x = _sublayer(x, lambda y: layer.self_attn(y, y, y, m), layer.norm1, norm_first, block)
+    return _sublayer(x, layer.ff, norm2, norm_first, block)
 
 
 def _decoder_layer(layer, x, memory, tgt_mask, memory_mask, norm_first, kind="ok"):
     t_mask = None if kind == "no_causal" else tgt_mask
     m_mask = None if kind == "no_memory_mask" else memory_mask
-    block = "ok" if kind in ("no_causal", "no_memory_mask", "self_twice") else kind
-    x = _sublayer(x, lambda y: layer.self_attn(y, y, y, t_mask), layer.norm1, norm_first, block)
-    if kind == "self_twice":  # keys and values from the decoder instead of the encoder's memory
-        x = _sublayer(x, lambda y: layer.cross_attn(y, y, y, tgt_mask), layer.norm2, norm_first)
-    else:
-        x = _sublayer(x, lambda y: layer.cross_attn(y, memory, memory, m_mask), layer.norm2, norm_first, block)
-    return _sublayer(x, layer.ff, layer.norm3, norm_first, block)
+    block = "ok" if kind in ("no_causal", "no_memory_mask", "self_twice", "one_norm", "order") else kind
+    norm2, norm3 = (layer.norm1, layer.norm1) if kind == "one_norm" else (layer.norm2, layer.norm3)
+
+    def self_block(x):
+        return _sublayer(x, lambda y: layer.self_attn(y, y, y, t_mask), layer.norm1, norm_first, block)
+
+    def cross_block(x):
+        if kind == "self_twice":  # keys and values from the decoder instead of the encoder's memory
+            return _sublayer(x, lambda y: layer.cross_attn(y, y, y, tgt_mask), norm2, norm_first)
+        return _sublayer(x, lambda y: layer.cross_attn(y, memory, memory, m_mask), norm2, norm_first, block)
+
+    x = self_block(cross_block(x)) if kind == "order" else cross_block(self_block(x))
+    return _sublayer(x, layer.ff, norm3, norm_first, block)
 
 
 _RESIDUAL = ("the residual connection is missing: add the sub-layer's input back, "
@@ -61,18 +216,21 @@ _SWAPPED = {True: "this is the post-norm layer, but norm_first=True asks for pre
                   "x = x + Dropout(Sublayer(LayerNorm(x)))",
             False: "this is the pre-norm layer, but norm_first=False asks for the paper's post-norm: "
                    "x = LayerNorm(x + Dropout(Sublayer(x)))"}
+_ONE_NORM = ("one LayerNorm serves every sub-layer: each sub-layer has its own ({norms}, with their own learned "
+             "gain and bias)")
 _NORM_RESIDUAL = ("the residual starts from the normalised x: in pre-norm, y = LayerNorm(x) feeds only the "
                   "sub-layer; add its output to the ORIGINAL x (x = x + Sublayer(y))")
 
 
-@exercise("encoder layer", name="MyEncoderLayer")
+@exercise("encoder layer", name="MyEncoderLayer", reference=ref.EncoderLayer)
 @single_threaded
 def encoder_layer(cls):
     """cls(d_model, num_heads, d_ff, dropout, norm_first) with forward(x, mask=None) -> (B, S, d_model)."""
     tests = 0
     for seed, norm_first in enumerate((False, True)):
         torch.manual_seed(seed)
-        reference = ref.EncoderLayer(D_MODEL, HEADS, D_FF, dropout=0.0, norm_first=norm_first).eval()
+        reference = _randomise_norms(ref.EncoderLayer(D_MODEL, HEADS, D_FF, dropout=0.0, norm_first=norm_first),
+                                     seed).eval()
         module = _build(cls, reference, norm_first)
         src = torch.tensor([[5, 6, 7, 8, 9, 4], [5, 6, 7, 0, 0, 0]])
         mask = padding_mask(src, 0)
@@ -84,22 +242,27 @@ def encoder_layer(cls):
             mistakes = {_RESIDUAL: _encoder_layer(*args, "no_residual"),
                         _SWAPPED[norm_first]: _encoder_layer(*args, "swapped"),
                         "the padding mask is not passed to the self-attention: self_attn(y, y, y, mask)":
-                            _encoder_layer(*args, use_mask=False)}
+                            _encoder_layer(*args, use_mask=False),
+                        _ONE_NORM.format(norms="norm1 and norm2"): _encoder_layer(*args, "one_norm")}
             if norm_first:
                 mistakes[_NORM_RESIDUAL] = _encoder_layer(*args, "norm_residual")
+                mistakes["the feed-forward reads LayerNorm of the layer's INPUT (the y computed before the attention): "
+                         "normalise the updated x again, x + Dropout(self.ff(self.norm2(x)))"] = \
+                    _encoder_layer(*args, "stale")
             expect_close(out, reference(x, mask), f"the output (norm_first={norm_first})", mistakes=mistakes)
         tests += 1
     return tests
 
 
-@exercise("decoder layer", name="MyDecoderLayer")
+@exercise("decoder layer", name="MyDecoderLayer", reference=ref.DecoderLayer)
 @single_threaded
 def decoder_layer(cls):
     """cls(d_model, num_heads, d_ff, dropout, norm_first) with forward(x, memory, tgt_mask, memory_mask)."""
     tests = 0
     for seed, norm_first in enumerate((False, True)):
         torch.manual_seed(seed)
-        reference = ref.DecoderLayer(D_MODEL, HEADS, D_FF, dropout=0.0, norm_first=norm_first).eval()
+        reference = _randomise_norms(ref.DecoderLayer(D_MODEL, HEADS, D_FF, dropout=0.0, norm_first=norm_first),
+                                     seed).eval()
         module = _build(cls, reference, norm_first)
         src = torch.tensor([[5, 6, 7, 8, 9, 4, 3], [5, 6, 7, 0, 0, 0, 0]])
         tgt = torch.tensor([[1, 5, 6, 7, 8], [1, 5, 6, 0, 0]])
@@ -118,6 +281,9 @@ def decoder_layer(cls):
                 "cross_attn(y, memory, memory, memory_mask)": _decoder_layer(*args, "no_memory_mask"),
                 _RESIDUAL.replace("both", "all three"): _decoder_layer(*args, "no_residual"),
                 _SWAPPED[norm_first]: _decoder_layer(*args, "swapped"),
+                _ONE_NORM.format(norms="norm1, norm2 and norm3"): _decoder_layer(*args, "one_norm"),
+                "the cross-attention comes before the masked self-attention: the order is self-attention "
+                "(norm1), cross-attention (norm2), feed-forward (norm3)": _decoder_layer(*args, "order"),
             }
             if norm_first:
                 mistakes[_NORM_RESIDUAL] = _decoder_layer(*args, "norm_residual")
@@ -136,18 +302,28 @@ def decoder_layer(cls):
 
 def _forward(model, src, tgt_in, kind="ok"):
     """The full forward pass from the model's parts; `kind` plants a typical mistake."""
-    scale = 1.0 if kind == "no_scale" else math.sqrt(model.d_model)
-    pos = (lambda e: e) if kind == "no_pos" else model.pos
+    d = model.d_model
+    scale = {"no_scale": 1.0, "d_model": d, "divided": 1 / math.sqrt(d)}.get(kind, math.sqrt(d))
+
+    def embed(tokens, table):
+        if kind == "pos_scaled":  # the positions scaled with the embedding
+            return model.pos(table(tokens)) * math.sqrt(d)
+        e = table(tokens) * scale
+        return e if kind == "no_pos" else model.pos(e)
+
+    src_table, tgt_table = ((model.tgt_embed, model.src_embed) if kind == "swapped_embed"
+                            else (model.src_embed, model.tgt_embed))
     src_mask = None if kind == "no_src_mask" else padding_mask(src, model.pad_id)
+    memory_mask = None if kind == "no_memory_mask" else src_mask
     T = tgt_in.size(1)
     tgt_mask = {"no_causal": padding_mask(tgt_in, model.pad_id),
                 "no_tgt_pad": causal_mask(T)}.get(kind, causal_mask(T) & padding_mask(tgt_in, model.pad_id))
-    memory = model.encoder(pos(model.src_embed(src) * scale), src_mask)
-    s = model.decoder(pos(model.tgt_embed(tgt_in) * scale), memory, tgt_mask, src_mask)
+    memory = model.encoder(embed(src, src_table), src_mask)
+    s = model.decoder(embed(tgt_in, tgt_table), memory, tgt_mask, memory_mask)
     return model.generator(s)
 
 
-@exercise("Transformer forward pass with masks")
+@exercise("Transformer forward pass with masks", reference=lambda model, src, tgt_in: model(src, tgt_in))
 @single_threaded
 def transformer_forward(fn):
     """fn(model, src (B, S), tgt_in (B, T)) -> logits (B, T, tgt_vocab_size), equal to model(src, tgt_in)."""
@@ -172,6 +348,15 @@ def transformer_forward(fn):
                 "decoder's cross-attention": _forward(*args, "no_src_mask"),
                 "the target padding mask is missing: combine causal_mask(T) with padding_mask(tgt_in, pad_id)":
                     _forward(*args, "no_tgt_pad"),
+                "the decoder's cross-attention gets no source padding mask: pass padding_mask(src, pad_id) to "
+                "the decoder as memory_mask too": _forward(*args, "no_memory_mask"),
+                "the embeddings are multiplied by d_model: multiply by its square root, sqrt(d_model)":
+                    _forward(*args, "d_model"),
+                "the embeddings are divided by sqrt(d_model): multiply them by it": _forward(*args, "divided"),
+                "the positions are scaled too: multiply the embedding by sqrt(d_model) first, then add the "
+                "positions, model.pos(embedding * sqrt(d_model))": _forward(*args, "pos_scaled"),
+                "the source and target embeddings are swapped: the source tokens go through model.src_embed, "
+                "the target tokens through model.tgt_embed": _forward(*args, "swapped_embed"),
             })
             # causality: later target tokens do not change the earlier logits
             changed = tgt_in.clone()

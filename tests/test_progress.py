@@ -1,0 +1,194 @@
+"""The learner's progress: every check records its outcome in one small file, and a table shows it.
+
+Each test points COURSE_PROGRESS_FILE at its own temporary file (and turns recording on: the test
+session turns it off everywhere else).
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from datetime import datetime
+
+import nbformat
+import pytest
+
+from course_utils import progress
+from course_utils.checks import ExerciseError, exercises, record
+from course_utils.checks import lesson00 as check
+
+
+def right(weights, vectors):
+    return weights @ vectors
+
+
+def wrong(weights, vectors):
+    return vectors.sum(axis=0)
+
+
+def unfinished(weights, vectors):
+    raise NotImplementedError()
+
+
+@pytest.fixture
+def progress_file(tmp_path, monkeypatch):
+    path = tmp_path / "progress.json"
+    monkeypatch.setenv("COURSE_PROGRESS", "on")
+    monkeypatch.setenv("COURSE_PROGRESS_FILE", str(path))
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    return path
+
+
+def test_every_check_records_lesson_exercise_status_message_and_time(progress_file, capsys):
+    check.weighted_sum(unfinished)
+    entry = record.load()["00/weighted_sum"]
+    assert (entry["lesson"], entry["exercise"], entry["status"], entry["runs"]) == (
+        "00", "weighted_sum", "not implemented", 1)
+    assert entry["title"] == "weighted sum" and "not implemented yet" in entry["message"]
+    assert abs((datetime.now().astimezone() - datetime.fromisoformat(entry["time"])).total_seconds()) < 60
+
+    with pytest.raises(ExerciseError) as error:
+        check.weighted_sum(wrong)
+    entry = record.load()["00/weighted_sum"]
+    assert (entry["status"], entry["message"], entry["runs"]) == ("wrong", str(error.value), 2)
+
+    check.weighted_sum(right)
+    entry = json.loads(progress_file.read_text())["outcomes"]["00/weighted_sum"]
+    assert (entry["status"], entry["runs"]) == ("passed", 3) and entry["message"].startswith("✔")
+    assert capsys.readouterr().out.count("\n") == 2  # the notice and the tick: recording prints nothing
+
+
+def test_course_progress_off_writes_nothing(progress_file, monkeypatch):
+    monkeypatch.setenv("COURSE_PROGRESS", "off")
+    check.weighted_sum(right)
+    assert not progress_file.exists() and not progress_file.parent.joinpath("progress.json.lock").exists()
+
+
+def test_a_solutions_notebook_is_not_the_learners_work(progress_file, monkeypatch, tmp_path):
+    monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / "course" / "solutions" / "00_welcome.ipynb"))
+    check.weighted_sum(right)
+    assert not progress_file.exists()
+    monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / "course" / "notebooks" / "00_welcome.ipynb"))
+    check.weighted_sum(right)
+    assert record.load()["00/weighted_sum"]["status"] == "passed"
+
+
+def test_a_progress_file_that_cannot_be_written_never_breaks_a_check(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("COURSE_PROGRESS", "on")
+    (tmp_path / "a_file").write_text("")
+    monkeypatch.setenv("COURSE_PROGRESS_FILE", str(tmp_path / "a_file" / "progress.json"))  # no such folder
+    check.weighted_sum(right)
+    with pytest.raises(ExerciseError):  # a wrong answer still raises its own error, not the disk's
+        check.weighted_sum(wrong)
+
+    def read_only(*args, **kwargs):
+        raise OSError(30, "Read-only file system")
+    monkeypatch.setenv("COURSE_PROGRESS_FILE", str(tmp_path / "progress.json"))
+    monkeypatch.setattr(record, "atomic_write_text", read_only)
+    check.weighted_sum(right)
+    check.weighted_sum(unfinished)
+    out = capsys.readouterr().out
+    assert out.count("✔ weighted sum") == 2 and "not implemented yet" in out
+    assert not (tmp_path / "progress.json").exists()
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"outcomes": {"00/weighted_sum": 3}}'])
+def test_a_damaged_progress_file_never_breaks_a_check_and_is_set_aside(progress_file, content, capsys):
+    progress_file.write_text(content)
+    assert record.load() == {}
+    progress.show_progress()            # the table still shows
+    check.weighted_sum(right)
+    assert "✔ weighted sum" in capsys.readouterr().out
+    assert record.load()["00/weighted_sum"]["status"] == "passed"
+    if content != '{"outcomes": {"00/weighted_sum": 3}}':  # not JSON, or not a progress file: kept aside
+        assert progress_file.with_name("progress.json.damaged").read_text() == content
+
+
+def test_two_notebooks_checking_at_once_lose_nothing(progress_file):
+    """Each write rereads the file under a lock (two threads here: each opens the lock on its own,
+    as two kernels would)."""
+    def record_many(lesson):
+        for i in range(25):
+            record.record(lesson, f"exercise{i}", "t", "passed")
+
+    threads = [threading.Thread(target=record_many, args=(lesson,)) for lesson in ("01", "02")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(record.load()) == 50
+
+
+def _outcomes():
+    return {"00/weighted_sum": {"status": "passed", "message": "✔ weighted sum: correct."},
+            "01/softmax": {"status": "wrong", "message": "✘ softmax: weights do not sum to 1 over axis -1.\nmore"},
+            "01/attention": {"status": "not implemented",
+                             "message": "○ attention in matrix form: not implemented yet."}}
+
+
+def test_the_text_table_has_lessons_down_exercises_across_and_counts():
+    rows = progress.summary(_outcomes())
+    lines = progress.text_table(rows).splitlines()
+    lessons = exercises()
+    width = max(len(checks) for checks in lessons.values())
+    assert lines[0].split() == ["lesson"] + [str(i) for i in range(1, width + 1)] + ["done"]
+    assert [line.split()[0] for line in lines[1:len(lessons) + 1]] == list(lessons)
+    assert lines[1].split() == ["00", "✔", "1/1"]
+    marks = {c.exercise: m for c, m in zip(lessons["01"], lines[2].split()[1:-1])}
+    assert (marks["softmax"], marks["attention"]) == ("✘", "○") and lines[2].split()[-1] == f"0/{len(lessons['01'])}"
+    total = sum(len(checks) for checks in lessons.values())
+    assert lines[len(lessons) + 1].startswith(f"in all: 1 of {total} exercises passed")
+    assert lines[-1] == "  ✘ lesson 01, softmax: weights do not sum to 1 over axis -1."   # what to fix, one line
+
+
+def test_the_lesson_details_list_each_exercise():
+    text = progress.lesson_details(progress.summary(_outcomes()), "01", _outcomes())
+    assert text.splitlines()[0].startswith("lesson 01: 0 of ")
+    assert re.search(r"^ +\d ✘ softmax: weights do not sum to 1 over axis -1\.$", text, re.M)
+    assert re.search(r"^ +\d ○ attention in matrix form: not implemented yet$", text, re.M)
+
+
+def test_the_html_table_marks_each_exercise_and_escapes_messages():
+    outcomes = _outcomes()
+    outcomes["01/softmax"]["message"] = "✘ softmax: <b>'quoted'</b>"
+    page = progress.html_table(progress.summary(outcomes))
+    assert page.startswith("<table>") and page.count("<tr>") == len(exercises()) + 1
+    assert "title='softmax: &lt;b&gt;&#x27;quoted&#x27;&lt;/b&gt;'>✘</td>" in page
+    assert f"1 of {sum(len(c) for c in exercises().values())} exercises passed" in page
+
+
+def test_in_a_jupyter_kernel_checks_record_and_the_progress_cell_shows_html(tmp_path):
+    from nbclient import NotebookClient
+
+    path = tmp_path / "progress.json"
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("from course_utils.checks import lesson00 as check\n"
+                                  "check.weighted_sum(lambda weights, vectors: weights @ vectors)"),
+        nbformat.v4.new_code_cell("from course_utils.progress import show_progress\nshow_progress()")])
+    env = dict(os.environ, COURSE_PROGRESS="on", COURSE_PROGRESS_FILE=str(path), OMP_NUM_THREADS="1")
+    env.pop("JPY_SESSION_NAME", None)
+    NotebookClient(nb, timeout=300, kernel_name="python3").execute(env=env, cwd=str(tmp_path))
+    assert record.load(path)["00/weighted_sum"]["status"] == "passed"
+    (shown,) = nb.cells[1].outputs
+    page = shown["data"]["text/html"]
+    assert shown["output_type"] == "display_data" and page.startswith("<table>")
+    assert re.search(r"<td>00</td><td [^>]*>✔</td>(<td></td>)*<td [^>]*>1/1</td>", page) and str(path) in page
+
+
+def test_python_m_course_utils_progress_prints_the_table(progress_file):
+    check_output = subprocess.run([sys.executable, "-m", "course_utils.progress"], capture_output=True, text=True,
+                                  env=dict(os.environ, PYTHONIOENCODING="utf-8"))
+    assert check_output.returncode == 0, check_output.stderr
+    out = check_output.stdout.splitlines()
+    assert out[0] == f"Kept in {progress_file}." and out[1].startswith("lesson   1  2")
+    assert re.match(r"in all: 0 of \d+ exercises passed", out[-1])
+
+
+def test_the_table_says_when_recording_is_off(progress_file, monkeypatch, capsys):
+    monkeypatch.setenv("COURSE_PROGRESS", "off")
+    assert progress.main(["0"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Recording is off (COURSE_PROGRESS=off)")
+    assert re.search(r"^lesson 00: 0 of \d+ exercises passed$", out, re.M)
+    assert "Recording is off" in progress.html_table(progress.summary({}))
