@@ -7,7 +7,7 @@ It counts, with torch.utils.flop_counter, the FLOPs of the forward and backward 
 preset's Transformer on real bucketed batches of Multi30k (the matrix products and attention, which
 are nearly all the work), multiplies by the steps of an epoch and the preset's epochs, and divides
 by the GPU's peak times a utilisation. Small models (d_model 512, short sentences) use a GPU's
-tensor cores poorly: the printed range assumes 20-40 % of the peak (the range is an assumption, not
+tensor cores poorly: the printed range assumes 5-40 % of the peak (the range is an assumption, not
 a measurement: the course has not been run on a GPU). Validation after every epoch and the final
 decoding come on top and are estimated apart, from their FLOPs too.
 """
@@ -71,7 +71,7 @@ def main(argv=None):
           f"{cfg.epochs} = {train / 1e15:.2f} PFLOP")
     print(f"evaluation (validation every epoch, test decoding at the end), estimated: {evaluation / 1e15:.2f} PFLOP")
     print(f"{args.name} at {args.peak:g} TFLOP/s peak:")
-    for share in (1.0, 0.4, 0.3, 0.2):
+    for share in (1.0, 0.4, 0.2, 0.1, 0.05):
         seconds = (train + evaluation) / (peak * share)
         print(f"  at {share:4.0%} of the peak: {(train + evaluation) / 1e15:.2f} PFLOP / ({args.peak:g} x {share:.2f} "
               f"TFLOP/s) = {seconds / 60:5.1f} min")

@@ -13,7 +13,6 @@ import os
 import tempfile
 from pathlib import Path
 
-
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 

@@ -10,11 +10,10 @@ and at punctuation, so `decode(encode(text))` gives the text back with single sp
 tokens have fixed ids: PAD_ID = 0, BOS_ID = 1, EOS_ID = 2, UNK_ID = 3.
 """
 import json
-import os
-import tempfile
-from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+from .files import atomic_write_text
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)
@@ -69,16 +68,7 @@ class SubwordTokenizer:
 
     def save(self, path):
         """Write the tokenizer as JSON, atomically."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(self.tokenizer.to_str())
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        atomic_write_text(self.tokenizer.to_str(), path)
 
     @classmethod
     def load(cls, path):

@@ -314,7 +314,8 @@ def train(cfg, out_dir, resume=False, show_progress=True, log=print, data=None, 
     num_batches = len(batch_sampler(data.train, micro, 0, cfg.seed, world_size=dist.world_size).batches())
     distributed.check_enough_batches(num_batches, dist.world_size, cfg.accum_steps, "the training data")
     per_epoch = num_batches // (dist.world_size * cfg.accum_steps)     # the same for any number of processes
-    state.total_steps = per_epoch * cfg.epochs
+    state.total_steps = per_epoch * cfg.epochs     # for the schedule; an epoch's bucketed batches vary by a few,
+                                                   # so a run may end a few steps short of it
     history, snapshots = new_history(), collections.deque(maxlen=max(cfg.average_last, 1))
     ckpt_path = out_dir / "checkpoint.pt"
     if dist.broadcast(resume and checkpoints.exists(ckpt_path)):      # rank 0's file decides

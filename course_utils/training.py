@@ -15,7 +15,6 @@ processes (DistributedDataParallel, see distributed.py), gives the gradient of o
 """
 import contextlib
 import dataclasses
-import math
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -184,8 +183,8 @@ def warmup_lr(step, progress, peak, warmup_steps, schedule="linear", warmup_prog
     noam:   peak * min(step / warmup, sqrt(warmup / step))   (the paper's shape, with its peak = `peak`)
     """
     step = max(step, 1)
-    if schedule == "noam":
-        return peak * min(step / warmup_steps, math.sqrt(warmup_steps / step))
+    if schedule == "noam":                # the paper's schedule, rescaled so that its peak is `peak`
+        return peak * noam_lr(step, 1, warmup_steps) / noam_lr(warmup_steps, 1, warmup_steps)
     if schedule == "linear":
         if step <= warmup_steps:
             return peak * step / warmup_steps

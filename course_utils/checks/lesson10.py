@@ -120,13 +120,12 @@ def beam_step(fn):
         def as_out(s, o, t):
             return np.stack([np.asarray(s, np.float64), np.asarray(o, np.float64), np.asarray(t, np.float64)])
 
-        K = beam_size
         flat_lp = log_probs.flatten()
-        top_lp, idx_lp = flat_lp.topk(K)
+        top_lp, idx_lp = flat_lp.topk(beam_size)
         per_beam = (scores[:, None] + log_probs).max(-1)
         total = (scores[:, None] + log_probs).flatten()
-        top, idx = total.topk(K)
-        low, idx_low = total.topk(K, largest=False)
+        top, idx = total.topk(beam_size)
+        low, idx_low = total.topk(beam_size, largest=False)
         mistakes = {
             "the previous scores are not added: a candidate's score is scores[k] + log_probs[k, v]":
                 as_out(top_lp, idx_lp // V, idx_lp % V),
@@ -134,8 +133,8 @@ def beam_step(fn):
                 as_out(flat_lp[idx], idx // V, idx % V),
             "each beam kept only its own best token: choose the beam_size best candidates over ALL "
             "beam_size x V (prefix, token) pairs, so one good prefix may produce several":
-                as_out(per_beam.values, torch.arange(K), per_beam.indices),
-            "origin and token are swapped: with the (K, V) scores flattened, origin = index // V and "
+                as_out(per_beam.values, torch.arange(beam_size), per_beam.indices),
+            "origin and token are swapped: with the (beam_size, V) scores flattened, origin = index // V and "
             "token = index % V": as_out(top, idx % V, idx // V),
             "these are the LOWEST scores: take the beam_size largest (torch.topk)":
                 as_out(low, idx_low // V, idx_low % V),
