@@ -2,7 +2,6 @@
 import math
 
 import pytest
-import torch.nn as nn
 
 from course_utils import attention as ref
 from course_utils.checks import ExerciseError, lesson08
@@ -15,14 +14,7 @@ def not_implemented(*args, **kwargs):
 
 def make_mha(scale="d_head", split="ok", merge="ok", out_proj=True, dim=-1, use_mask=True, store=True,
              same_projection=False, invert=False):
-    class MHA(nn.Module):
-        def __init__(self, d_model, num_heads):
-            super().__init__()
-            self.num_heads, self.d_head = num_heads, d_model // num_heads
-            self.w_q, self.w_k = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
-            self.w_v, self.w_o = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
-            self.attn_weights = None
-
+    class MHA(lesson08.ReferenceMultiHeadAttention):     # the same layers; a forward with the mistake
         def forward(self, query, key, value, mask=None):
             B, h = query.size(0), self.num_heads
             q, k, v = self.w_q(query), self.w_k(key), self.w_v(value)
