@@ -1,10 +1,17 @@
-"""The one rule every mask in the course follows, checked in one place.
+"""The masks of the course and the one masked softmax, checked in one place.
 
 A mask is a boolean tensor, True where attention (or a choice) is allowed, False where it is
 blocked: the convention of torch.nn.functional.scaled_dot_product_attention. It must broadcast to
 the scores it masks without changing their shape.
+
+    causal_mask(T)                    (T, T), True on and below the diagonal
+    padding_mask(tokens, pad_id)      (B, 1, 1, T), True at real tokens
+    masked_softmax(scores, mask)      softmax over the allowed positions; a fully masked row -> zeros
+    masked_log_softmax(scores, mask)  its log (masked positions -> -inf), computed stably
 """
 import torch
+
+__all__ = ["check_mask", "causal_mask", "padding_mask", "masked_softmax", "masked_log_softmax"]
 
 
 def check_mask(mask, scores_shape, allowed="may attend"):
@@ -27,3 +34,42 @@ def check_mask(mask, scores_shape, allowed="may attend"):
         raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape "
                          f"{scores_shape}")
     return mask
+
+
+def causal_mask(T, device=None):
+    """(T, T) bool mask, True on and below the diagonal: position t may attend to positions <= t."""
+    return ~torch.triu(torch.ones(T, T, dtype=torch.bool, device=device), diagonal=1)
+
+
+def padding_mask(tokens, pad_id):
+    """(B, 1, 1, T) bool mask from token ids (B, T): True at real tokens, False at padding.
+
+    It broadcasts over heads and queries: every query may attend to every real key.
+    """
+    if not torch.is_tensor(tokens) or tokens.dim() != 2:
+        raise ValueError(f"tokens must be a (B, T) tensor of token ids, got "
+                         f"{tuple(tokens.shape) if torch.is_tensor(tokens) else type(tokens).__name__}")
+    return (tokens != pad_id)[:, None, None, :]
+
+
+def masked_softmax(scores, mask=None, dim=-1, allowed="may attend"):
+    """Softmax over `dim` where only positions with mask True take part; a fully masked row -> 0 (no NaN).
+
+    scores: any shape; mask: bool, broadcastable to scores. The softmax runs in float32 for half-precision
+    scores (bf16 autocast) and the weights come back in the scores' dtype.
+    """
+    dtype = torch.float32 if scores.dtype in (torch.float16, torch.bfloat16) else scores.dtype
+    if mask is None:
+        return scores.softmax(dim=dim, dtype=dtype).to(scores.dtype)
+    check_mask(mask, scores.shape, allowed)
+    has_key = mask.any(dim=dim, keepdim=True)                        # rows with at least one position allowed
+    scores = scores.masked_fill(~(mask | ~has_key), float("-inf"))   # fully masked rows stay finite...
+    return (scores.softmax(dim=dim, dtype=dtype) * has_key).to(scores.dtype)  # ...and are zeroed here
+
+
+def masked_log_softmax(scores, mask=None, dim=-1, allowed="may be chosen"):
+    """log(masked_softmax(scores, mask)), computed stably: masked positions are -inf."""
+    if mask is not None:
+        check_mask(mask, scores.shape, allowed)
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.log_softmax(scores, dim=dim)

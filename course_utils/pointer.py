@@ -19,16 +19,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .masks import check_mask
-from .scores import masked_softmax  # the lesson-03 reference: True = may be chosen, fully masked rows -> 0
-
-
-def masked_log_softmax(scores, mask=None, dim=-1):
-    """log of masked_softmax, computed stably (masked entries are -inf)."""
-    check_mask(mask, scores.shape, allowed="may be chosen")
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    return torch.log_softmax(scores, dim=dim)
+from .masks import masked_log_softmax, masked_softmax  # True = may be chosen, fully masked rows -> 0
 
 
 def pointer_scores(h, s, W_h, W_s, v):

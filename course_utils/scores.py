@@ -25,16 +25,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .masks import check_mask
-
-
-def masked_softmax(scores, mask=None, dim=-1):
-    """Softmax over `dim` where only positions with mask True take part; fully masked rows -> 0."""
-    if mask is None:
-        return torch.softmax(scores, dim=dim)
-    check_mask(mask, scores.shape, allowed="keep")
-    scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)  # exp(min - max) == 0
-    return torch.softmax(scores, dim=dim) * mask                      # a fully masked row -> 0
+from .masks import check_mask, masked_softmax  # noqa: F401 (masked_softmax: lesson 03's reference)
 
 
 def context_vector(weights, h):

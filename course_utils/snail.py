@@ -1,7 +1,7 @@
 """Temporal convolution and causal attention, as in SNAIL (Mishra et al., 2018; lesson 11).
 
     block = DenseBlock(d_in=32, filters=16, dilation=2)   # (B, T, 32) -> (B, T, 48): x, then new features
-    tc = TCBlock(d_in=32, seq_len=17, filters=16)         # dense blocks with dilations 1, 2, 4, ... < seq_len
+    tc = TCBlock(d_in=32, seq_len=17, filters=16)         # ⌈log2 17⌉ = 5 dense blocks, dilations 1, 2, 4, 8, 16
     attn = AttentionBlock(d_in=32, d_key=16, d_value=16)  # (B, T, 32) -> (B, T, 48); attn.attn_weights (B, T, T)
     model = SNAIL(vocab_size=16, num_classes=16, seq_len=13)             # attention + temporal convolution
     alone = SNAIL(vocab_size=16, num_classes=16, seq_len=13, use_tc=False) # attention alone
@@ -21,7 +21,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .attention import causal_mask, scaled_dot_product_attention
+from .attention import scaled_dot_product_attention
+from .masks import causal_mask
 
 
 def causal_attention_block(x, W_q, W_k, W_v):
@@ -86,20 +87,37 @@ class DenseBlock(nn.Module):
         return torch.cat([x, activations], dim=-1)              # (B, T, d_in + filters)
 
 
-def tc_dilations(seq_len):
-    """Dilations 1, 2, 4, ... of a TC block: ⌈log2 seq_len⌉ of them, so step t sees back to step 0."""
+def tc_dilations(seq_len, first=1):
+    """Dilations of a TC block: ⌈log2 seq_len⌉ dense blocks (at least one), the dilation doubling each time.
+
+    first=1 (the default, as in WaveNet): 1, 2, 4, ..., 2^(n-1), so that step t sees every lag 0..2^n - 1,
+    the whole past of a sequence of seq_len <= 2^n steps. first=2 is the paper's pseudocode read literally
+    (Mishra et al., 2018, section 3: DenseBlock(inputs, 2^i, D) for i in 1..⌈log2 T⌉): 2, 4, ..., 2^n,
+    which with kernel size 2 reaches only the EVEN lags (never step t - 1).
+    """
     if int(seq_len) < 1:
         raise ValueError(f"seq_len must be >= 1, got {seq_len}")
-    return [2 ** i for i in range(max(1, math.ceil(math.log2(seq_len))))]
+    if int(first) < 1:
+        raise ValueError(f"the first dilation must be >= 1, got {first}")
+    return [int(first) * 2 ** i for i in range(max(1, math.ceil(math.log2(seq_len))))]
+
+
+def reachable_lags(dilations, kernel_size=2):
+    """The lags t - s through which input step s reaches output step t in a stack of causal convolutions
+    with these dilations (each mixes x_t with x_{t-d}): the sums of subsets of the dilations."""
+    lags = {0}
+    for d in dilations:
+        lags |= {lag + k * d for lag in lags for k in range(1, kernel_size)}
+    return sorted(lags)
 
 
 class TCBlock(nn.Module):
-    """A stack of dense blocks with dilations 1, 2, 4, ...: receptive field 2^n >= seq_len steps."""
+    """A stack of dense blocks with dilations 1, 2, 4, ... (`tc_dilations`): receptive field 2^n >= seq_len steps."""
 
-    def __init__(self, d_in, seq_len, filters):
+    def __init__(self, d_in, seq_len, filters, first_dilation=1):
         super().__init__()
         blocks, d = [], d_in
-        for dilation in tc_dilations(seq_len):
+        for dilation in tc_dilations(seq_len, first_dilation):
             blocks.append(DenseBlock(d, filters, dilation))
             d = blocks[-1].d_out
         self.blocks = nn.Sequential(*blocks)
@@ -110,21 +128,23 @@ class TCBlock(nn.Module):
 
 
 class SNAIL(nn.Module):
-    """Embedding -> [attention -> TC] × num_tc -> attention -> linear: Mishra et al.'s layout.
+    """Embedding -> [attention -> TC] × num_tc -> attention -> linear: the layout of the paper's few-shot
+    classifier (Mishra et al., 2018, appendix A), with small sizes.
 
     use_tc=False gives the "attention alone" model: the same attention blocks, one extra attention
     block in place of each TC block, and nothing that knows the order of the steps.
+    first_dilation: the TC blocks' first dilation (1; 2 reads the paper's pseudocode literally, `tc_dilations`).
     """
 
     def __init__(self, vocab_size, num_classes, seq_len, d_model=32, d_key=16, d_value=16, filters=16,
-                 num_tc=2, use_tc=True):
+                 num_tc=2, use_tc=True, first_dilation=1):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, d_model)
         blocks, d = [], d_model
         for _ in range(num_tc):
             blocks.append(AttentionBlock(d, d_key, d_value))
             d = blocks[-1].d_out
-            blocks.append(TCBlock(d, seq_len, filters) if use_tc else AttentionBlock(d, d_key, d_value))
+            blocks.append(TCBlock(d, seq_len, filters, first_dilation) if use_tc else AttentionBlock(d, d_key, d_value))
             d = blocks[-1].d_out
         blocks.append(AttentionBlock(d, d_key, d_value))
         self.blocks = nn.Sequential(*blocks)

@@ -28,7 +28,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .attention import MultiHeadAttention, PositionalEncoding, causal_mask, padding_mask
+from .attention import MultiHeadAttention, PositionalEncoding
+from .masks import causal_mask, padding_mask
 
 __all__ = ["PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder",
            "Transformer", "DecodingState", "shift_tokens"]

@@ -1,6 +1,25 @@
-"""Helpers for the check tests: what a learner sees when a check meets an unfinished exercise."""
+"""Helpers for the check tests (tests/test_checks_*.py): the learner's unfinished exercise, what a learner
+sees when a check meets it, and a check rejecting a planted mistake with the right words.
+
+    from tests.checking import named, not_implemented, prints_not_implemented
+
+    with prints_not_implemented():
+        check.softmax(not_implemented)          # the one-line "○ ...: not implemented yet" notice
+    named(check.softmax, wrong_softmax, "over the wrong axis")
+"""
 import contextlib
 import io
+import re
+
+import pytest
+
+from course_utils.checks.core import ExerciseError
+
+
+def not_implemented(*args, **kwargs):
+    """An exercise the learner has not started: the stub a learner notebook holds, for a function or a
+    method (`self` is just one more argument)."""
+    raise NotImplementedError()
 
 
 @contextlib.contextmanager
@@ -10,4 +29,15 @@ def prints_not_implemented():
     with contextlib.redirect_stdout(out):
         yield out
     text = out.getvalue()
-    assert "not implemented yet" in text and text.count("\n") == 1, f"expected the one-line notice, got {text!r}"
+    assert text.startswith("○") and "not implemented yet" in text and text.count("○") == 1, \
+        f"expected the one notice, got {text!r}"
+
+
+def named(check, answer, words):
+    """`check` rejects `answer` with a message matching `words` (a regular expression), and stops the
+    notebook with an ExerciseError when run as a learner runs it."""
+    outcome = check.evaluate(answer)
+    assert outcome.status == "wrong", outcome.message
+    assert re.search(words, outcome.message), outcome.message
+    with pytest.raises(ExerciseError):
+        check(answer)

@@ -11,13 +11,12 @@ from course_utils.attention import (
     MultiHeadAttention,
     PositionalEncoding,
     attention_weights,
-    causal_mask,
     merge_heads,
-    padding_mask,
     scaled_dot_product_attention,
     sinusoidal_positional_encoding,
     split_heads,
 )
+from course_utils.masks import causal_mask, padding_mask
 
 
 def qkv(B=2, h=3, Tq=5, Tk=7, d=8, seed=0):

@@ -4,8 +4,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_utils.attention import MultiHeadAttention, causal_mask, padding_mask
+from course_utils.attention import MultiHeadAttention
 from course_utils.decoding import beam_search, greedy_decode
+from course_utils.masks import causal_mask, padding_mask
 from course_utils.transformer import DecoderLayer, Transformer, shift_tokens
 
 PAD, BOS, EOS = 0, 1, 2

@@ -6,8 +6,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.attention import causal_mask, padding_mask
 from course_utils.decoding import greedy_decode
+from course_utils.masks import causal_mask, padding_mask
 from course_utils.transformer import (
     DecoderLayer,
     EncoderLayer,

@@ -15,7 +15,7 @@ calls it through `call(...)` on seeded random inputs, and asserts with the `expe
 >>> double(lambda x: x)
 Traceback (most recent call last):
 ...
-course_utils.checks.core.ExerciseError: ✘ double: you returned x itself
+course_utils.checks.errors.ExerciseError: ✘ double: you returned x itself
 >>> def stub(x):
 ...     raise NotImplementedError()
 >>> double(stub)
@@ -32,32 +32,32 @@ the outcome without printing, raising or recording (the grader and the tests use
 """
 import contextlib
 import functools
-import itertools
 import os
 import re
 import sys
+import textwrap
 import traceback
+import warnings
 from typing import NamedTuple
 
-import numpy as np
-
-from ..tensors import to_numpy
-from . import record
+from ..tensors import to_numpy  # noqa: F401 - the checks import it from here
+from . import probes, record
+from .errors import ExerciseError, ValuesDiffer  # noqa: F401 - the checks import them from here
+from .expectations import (  # noqa: F401 - the checks import them from here
+    expect,
+    expect_close,
+    expect_distribution,
+    expect_finite,
+    expect_returns,
+    expect_shape,
+)
+from .inputs import changed, given, randn, rng, set_seed_offset  # noqa: F401
 
 PASSED, WRONG, NOT_IMPLEMENTED = record.STATUSES
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # lesson ("01") -> {check name: check}, in the order the checks are defined (= the lesson's order)
 REGISTRY = {}
-
-
-class ExerciseError(AssertionError):
-    """A learner's answer is wrong; the message says what to look at."""
-
-
-class ValuesDiffer(ExerciseError):
-    """The answer has the right shape but not the right values, and no mistake listed by the check
-    explains it (the message may still name a mistake any exercise can make)."""
 
 
 class _LearnerNotImplemented(Exception):
@@ -83,12 +83,14 @@ def lesson_of(module_name):
     return match.group(1) if match else module_name
 
 
-def exercise(title, name=None, reference=None):
+def exercise(title, name=None, reference=None, may_change=()):
     """Turn `check(fn, *args)` into the check of the exercise named `title`.
 
     name:      what the learner's function or class is called in the notebook (default: the
                check's own name); the grader looks it up there.
     reference: a correct answer with the exercise's signature; the tests pass it to the check.
+    may_change: the names of the arguments the exercise lets the learner's function change in place
+               (any other argument changed in place is a wrong answer, whatever the function returns).
     """
 
     def decorate(check):
@@ -102,18 +104,31 @@ def exercise(title, name=None, reference=None):
             if not callable(fn):
                 return outcome(WRONG, f"✘ {title}: expected your function (or class), got "
                                       f"{type(fn).__name__}: pass its name without calling it.")
-            try:
-                with _own_random_state():
+            modified = []
+            with _own_random_state(), probes.exercise_reference(reference), _learner_inputs(modified), \
+                    warnings.catch_warnings(record=True) as warned:
+                warnings.simplefilter("always")
+                try:
                     count = check(fn, *args, **kwargs)
-            except _LearnerNotImplemented:
-                return outcome(NOT_IMPLEMENTED, f"○ {title}: not implemented yet. Replace "
-                                                "`raise NotImplementedError()` in the exercise cell with your "
-                                                "code, run that cell, then run this check again.")
-            except ExerciseError as error:
-                return outcome(WRONG, f"✘ {title}: {error}")
-            except Exception as error:  # noqa: BLE001 - e.g. an answer of a type the check cannot use
-                return outcome(WRONG, f"✘ {title}: your answer could not be checked ({type(error).__name__}: "
-                                      f"{error}). Does it return what the exercise asks for?")
+                    result = None
+                except _LearnerNotImplemented:
+                    return outcome(NOT_IMPLEMENTED, f"○ {title}: not implemented yet. Replace "
+                                                    "`raise NotImplementedError()` in the exercise cell with your "
+                                                    "code, run that cell, then run this check again.")
+                except ExerciseError as error:
+                    result = str(error)
+                except Exception as error:  # noqa: BLE001 - e.g. an answer of a type the check cannot use
+                    result = (f"your answer could not be checked ({type(error).__name__}: {error}). Does it "
+                              "return what the exercise asks for?")
+            modified = [n for n in dict.fromkeys(modified) if n not in may_change]
+            if modified:
+                names = ", ".join(f"`{n}`" for n in modified)
+                also = f" Then: {result}" if result else ""
+                return outcome(WRONG, f"✘ {title}: your function changed its input {names} in place (e.g. "
+                                      f"`x /= s` or `x.pow_(2)`): compute on a new array instead, e.g. "
+                                      f"`x = x / s`; the caller's values must stay as they were.{also}")
+            if result is not None:
+                return outcome(WRONG, f"✘ {title}: {result}" + _warning_note(warned))
             tests = count if isinstance(count, int) and count > 0 else 1
             return outcome(PASSED, f"✔ {title}: correct" + (f" ({tests} tests)." if tests > 1 else "."), tests)
 
@@ -124,7 +139,7 @@ def exercise(title, name=None, reference=None):
             if result.status == WRONG:
                 _install_ipython_handler()
                 raise ExerciseError(result.message)
-            print(result.message)
+            print(wrap(result.message))
 
         run.title, run.lesson, run.exercise = title, lesson, check.__name__
         run.learner_name = name or check.__name__
@@ -143,6 +158,38 @@ def _own_random_state():
     return torch.random.fork_rng(devices=[]) if torch is not None else contextlib.nullcontext()
 
 
+_MODIFIED = [None]   # while a check runs: the list that collects the names of inputs the learner modified
+
+
+@contextlib.contextmanager
+def _learner_inputs(modified):
+    saved, _MODIFIED[0] = _MODIFIED[0], modified
+    try:
+        yield
+    finally:
+        _MODIFIED[0] = saved
+
+
+def _warning_note(warned):
+    """At most one line about the warnings (e.g. NumPy's overflow) raised while checking a wrong answer."""
+    texts = list(dict.fromkeys(str(w.message) for w in warned))
+    if not texts:
+        return ""
+    more = f" and {len(texts) - 1} other warning(s)" if len(texts) > 1 else ""
+    return f" (a warning was raised while checking: {texts[0]}{more})"
+
+
+def wrap(message, width=88):
+    """`message` with line breaks between words, so that no frontend (JupyterLab, Colab, a terminal)
+    breaks a word in two; continuation lines are indented."""
+    lines = []
+    for line in message.splitlines() or [""]:
+        indent = " " * (len(line) - len(line.lstrip(" "))) + "  "
+        lines.append(textwrap.fill(line, width=width, subsequent_indent=indent, break_long_words=False,
+                                   break_on_hyphens=False))
+    return "\n".join(lines)
+
+
 def _learner_frames(tb):
     """The traceback lines that belong to the learner's code, not to this package."""
     frames = [f for f in traceback.extract_tb(tb) if not os.path.abspath(f.filename).startswith(_PACKAGE_DIR)]
@@ -150,19 +197,28 @@ def _learner_frames(tb):
 
 
 def call(fn, *args, **kwargs):
-    """Call the learner's `fn`; turn its exceptions into messages a learner can act on."""
+    """Call the learner's `fn` on copies of the arguments; turn its exceptions into messages a learner can
+    act on, and note every argument it changed in place (the check then says so)."""
+    args_given, kwargs_given = given(args, kwargs)
+    probes.remember_call(fn, args, kwargs)
     try:
-        return fn(*args, **kwargs)
+        return fn(*args_given, **kwargs_given)
     except NotImplementedError:
         raise _LearnerNotImplemented() from None
     except ExerciseError:
         raise
+    except SystemExit as error:
+        raise ExerciseError(f"your function called exit() (SystemExit: {error.code}): return the result "
+                            "instead of stopping Python.") from None
     except Exception as error:  # the learner's code crashed: show where, in their code
         where = _learner_frames(error.__traceback__)
         shapes = ", ".join(describe(a) for a in args)
         raise ExerciseError(
             f"your function raised {type(error).__name__}: {error}\n"
             f"  called with: {shapes}\n" + (f"  in your code:\n{where}" if where else "")) from None
+    finally:
+        if _MODIFIED[0] is not None:
+            _MODIFIED[0].extend(changed(fn, (args, kwargs), (args_given, kwargs_given)))
 
 
 def describe(x):
@@ -171,21 +227,6 @@ def describe(x):
         return f"{type(x).__name__} of shape {tuple(x.shape)} ({x.dtype})"
     text = repr(x)
     return text if len(text) < 40 else text[:37] + "..."
-
-
-# ---------------------------------------------------------------------------------------------
-# Inputs: seeded, so that a check gives the same verdict every time
-# ---------------------------------------------------------------------------------------------
-def rng(seed=0):
-    """A seeded NumPy random generator: every check uses its own, so checks are repeatable."""
-    return np.random.default_rng(seed)
-
-
-def randn(generator, *shape, scale=1.0):
-    """A float32 torch tensor of normal samples drawn from the NumPy `generator`."""
-    import torch
-
-    return torch.as_tensor(generator.normal(size=shape) * scale, dtype=torch.float32)
 
 
 def single_threaded(check):
@@ -207,179 +248,10 @@ def single_threaded(check):
 
 
 # ---------------------------------------------------------------------------------------------
-# Expectations
-# ---------------------------------------------------------------------------------------------
-def expect(condition, symptom):
-    """Fail with `symptom` unless `condition` holds."""
-    if not condition:
-        raise ExerciseError(symptom)
-
-
-def expect_shape(x, shape, what):
-    """`x` has `shape` (None in `shape` matches any size)."""
-    if not hasattr(x, "shape"):
-        raise ExerciseError(f"{what} should be an array of shape {tuple(shape)}, got {type(x).__name__}"
-                            + (" (did you forget to `return` it?)" if x is None else "."))
-    got = tuple(x.shape)
-    ok = len(got) == len(shape) and all(e is None or e == g for e, g in zip(shape, got))
-    if not ok and len(got) == len(shape) >= 2 and got == tuple(shape)[:-2] + tuple(shape)[-2:][::-1]:
-        raise ExerciseError(f"{what} has shape {got}, expected {tuple(shape)}: the last two axes are swapped "
-                            "(a transposed matrix?).")
-    expect(ok, f"{what} has shape {got}, expected {tuple(shape)}.")
-
-
-def expect_finite(x, what, hint=""):
-    a = to_numpy(x)
-    expect(np.all(np.isfinite(a)), f"{what} contains NaN or inf.{(' ' + hint) if hint else ''}")
-
-
-def _close(a, b, atol, rtol):
-    return a.shape == b.shape and np.allclose(a, b, atol=atol, rtol=rtol, equal_nan=False)
-
-
-def _generic_symptom(a, e, what, atol, rtol):
-    """Name a mistake that any exercise can make, from the answer `a` and the expected `e` alone."""
-    if a.ndim >= 2 and a.shape[:-2] + a.shape[-2:][::-1] == e.shape and a.shape != e.shape:
-        if _close(np.swapaxes(a, -1, -2), e, atol, rtol):
-            return f"{what} is transposed: its last two axes are swapped (shape {a.shape}, expected {e.shape})."
-    if a.shape != e.shape:
-        return None
-    if _close(-a, e, atol, rtol) and np.abs(e).max() > atol:
-        return f"{what} has the wrong sign: every value is the negative of the expected one."
-    flat_a, flat_e = a.astype(np.float64).ravel(), e.astype(np.float64).ravel()
-    big = np.abs(flat_e) > 1e-6
-    if big.sum() >= 2:
-        ratios = flat_a[big] / flat_e[big]
-        c = float(np.median(ratios))
-        if abs(c) > 1e-9 and not np.isclose(c, 1.0, rtol=1e-3) and _close(a, c * e, atol, rtol):
-            return (f"{what} is off by a constant factor: every value is {c:.4g} times the expected one "
-                    "(a missing or extra scale, e.g. a square root, a division by the length or by the size "
-                    "of a vector?).")
-    if a.ndim >= 1 and a.shape[-1] > 1:
-        sums = a.astype(np.float64).sum(-1, keepdims=True)
-        if np.all(np.abs(sums) > 1e-9) and _close(a / sums, e, atol, rtol) and not _close(sums, np.ones_like(sums),
-                                                                                        1e-4, 1e-4):
-            return (f"{what} is not normalised: it is proportional to the expected values along the last "
-                    "axis; divide by the sum over that axis.")
-    for axis in range(a.ndim):
-        if a.shape[axis] < 3:
-            continue
-        for step in (1, -1):
-            if _close(np.roll(a, step, axis=axis), e, atol, rtol):
-                return (f"{what} is shifted by one position along axis {axis} (an off-by-one index or "
-                        "slice?).")
-    return None
-
-
-def expect_close(actual, expected, what, mistakes=None, atol=1e-5, rtol=1e-4, hint=""):
-    """`actual` equals `expected`; otherwise name the first known mistake it matches.
-
-    mistakes: {symptom: what that mistake would have produced}. A learner whose output matches
-    one of them is told that symptom instead of a bare "wrong values". Mistakes any exercise can
-    make (a transposed matrix, a wrong sign, a constant factor, a missing normalisation, an
-    off-by-one shift) are recognised without being listed.
-    """
-    if actual is None:
-        raise ExerciseError(f"{what} is None: did you forget to `return` the result?")
-    a, e = to_numpy(actual), to_numpy(expected)
-    if a.shape != e.shape:
-        for symptom, wrong in (mistakes or {}).items():
-            if _close(a, to_numpy(wrong).astype(a.dtype, copy=False), atol, rtol):
-                raise ExerciseError(symptom)
-        raise ExerciseError(_generic_symptom(a, e, what, atol, rtol)
-                            or f"{what} has shape {a.shape}, expected {e.shape}.")
-    if not np.all(np.isfinite(a)) and np.all(np.isfinite(e)):
-        finite = np.isfinite(a)
-        candidates = [(symptom, to_numpy(wrong)) for symptom, wrong in (mistakes or {}).items()]
-        candidates = [(symptom, w) for symptom, w in candidates if w.shape == a.shape and not np.all(np.isfinite(w))]
-        for symptom, wrong in candidates:   # the mistake whose NaN/inf fall where the answer's do
-            if np.array_equal(np.isfinite(wrong), finite) and np.allclose(a[finite], wrong[finite], atol=atol,
-                                                                           rtol=rtol):
-                raise ExerciseError(symptom)
-        for symptom, wrong in candidates:
-            if np.array_equal(np.isfinite(wrong), finite):
-                raise ExerciseError(symptom)
-        if candidates:
-            raise ExerciseError(candidates[0][0])
-        raise ExerciseError(f"{what} contains NaN or inf where the expected values are finite.")
-    if _close(a, e, atol, rtol):
-        return
-    for symptom, wrong in (mistakes or {}).items():
-        if _close(a, to_numpy(wrong), atol, rtol):
-            raise ExerciseError(symptom)
-    symptom = _generic_symptom(a, e, what, atol, rtol)
-    if symptom:
-        raise ValuesDiffer(symptom + (f" {hint}" if hint else ""))
-    diff = np.abs(a.astype(np.float64) - e.astype(np.float64))
-    where = np.unravel_index(np.argmax(diff), diff.shape) if diff.ndim else ()
-    raise ValuesDiffer(f"{what}: wrong values (largest difference {diff.max():.3g} at index "
-                       f"{tuple(int(i) for i in where)}: got {a[where]:.4g}, expected {e[where]:.4g})."
-                       + (f" {hint}" if hint else ""))
-
-
-def _same(a, b, atol=1e-5, rtol=1e-4):
-    try:
-        return _close(to_numpy(a), to_numpy(b), atol, rtol)
-    except (TypeError, ValueError):
-        return False
-
-
-def _shape(x):
-    return tuple(x.shape) if hasattr(x, "shape") else None
-
-
-def expect_returns(result, expected, names):
-    """`result` is the tuple `names` (e.g. ("c", "alpha")) in that order; returns it.
-
-    Recognises, for any exercise that returns several values: one value instead of several, the
-    wrong number of them, and the right values in another order (tried against `expected`, the
-    reference's values, by value and then by shape).
-    """
-    names = tuple(names)
-    order = ", ".join(names)
-    if result is None:
-        raise ExerciseError(f"your function returned nothing: end it with `return {order}`.")
-    if not isinstance(result, (tuple, list)):
-        raise ExerciseError(f"return {len(names)} things, as `return {order}` (got one "
-                            f"{type(result).__name__}).")
-    if len(result) != len(names):
-        raise ExerciseError(f"return {len(names)} things, as `return {order}` (got {len(result)}).")
-    identity = tuple(range(len(names)))
-    for test in (_same, lambda a, b: _shape(a) is not None and _shape(a) == _shape(b)):
-        if all(test(r, e) for r, e in zip(result, expected)):
-            break
-        for perm in itertools.permutations(identity):
-            if perm != identity and all(test(result[i], expected[j]) for i, j in enumerate(perm)):
-                got = ", ".join(names[j] for j in perm)
-                raise ExerciseError(f"the values are returned in the wrong order: you return ({got}); "
-                                    f"the exercise asks for `return {order}`.")
-    return tuple(result)
-
-
-def expect_distribution(weights, what="weights", axis=-1, atol=1e-5):
-    """Every slice along `axis` is a probability distribution: finite, >= 0, sums to 1."""
-    w = to_numpy(weights).astype(np.float64)
-    expect(np.all(np.isfinite(w)), f"{what} contain NaN or inf: subtract the maximum before `exp`, "
-                                   "and guard rows where every position is masked.")
-    expect(np.all(w >= -atol), f"{what} have negative entries: weights must come out of a softmax "
-                               "(or another normalisation of non-negative numbers).")
-    sums = w.sum(axis=axis)
-    if not np.allclose(sums, 1.0, atol=max(atol, 1e-4)):
-        other = [ax for ax in range(w.ndim) if ax != axis % w.ndim]
-        hint = ""
-        if other and np.allclose(w.sum(axis=other[-1]), 1.0, atol=1e-4):
-            hint = " They sum to 1 over another axis: did you normalise over the wrong axis?"
-        elif np.allclose(w.max(axis=axis), 1.0, atol=1e-4):
-            hint = " Their largest value is 1: did you divide by the maximum instead of the sum?"
-        raise ExerciseError(f"{what} do not sum to 1 over axis {axis} (sums range from "
-                            f"{sums.min():.3g} to {sums.max():.3g}).{hint}")
-
-
-# ---------------------------------------------------------------------------------------------
 # Jupyter: a wrong answer shows as its one-line message, not as a traceback into this package
 # ---------------------------------------------------------------------------------------------
 def _show_one_line(shell, etype, value, tb, tb_offset=None):
-    shell._showtraceback(etype, value, [f"\x1b[0;31m{value}\x1b[0m"])
+    shell._showtraceback(etype, value, [f"\x1b[0;31m{wrap(str(value))}\x1b[0m"])
 
 
 def _install_ipython_handler():

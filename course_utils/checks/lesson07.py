@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import attention as ref
+from .. import masks
 from .core import (
     call,
     exercise,
@@ -131,7 +132,7 @@ def scaled_dot_product_attention(fn):
     x = randn(rng(7), 1, 8, 6)
     y = x.clone()
     y[:, 5:] += randn(rng(8), 1, 3, 6, scale=3.0)
-    causal = ref.causal_mask(8)
+    causal = masks.causal_mask(8)
     out_x, _ = expect_returns(call(fn, x, x, x, causal), _reference(x, x, x, causal), ("out", "weights"))
     out_y, _ = expect_returns(call(fn, y, y, y, causal), _reference(y, y, y, causal), ("out", "weights"))
     changed = np.abs(to_numpy(out_x)[0, :5] - to_numpy(out_y)[0, :5]).max(axis=-1) > 1e-5
@@ -154,7 +155,7 @@ def scaled_dot_product_attention(fn):
     return tests + 1
 
 
-@exercise("causal mask", reference=ref.causal_mask)
+@exercise("causal mask", reference=masks.causal_mask)
 @single_threaded
 def causal_mask(fn):
     """fn(T) -> (T, T) bool, True on and below the diagonal (query t may attend to keys 0..t)."""
@@ -166,7 +167,7 @@ def causal_mask(fn):
                f"causal_mask({T}) has dtype {getattr(mask, 'dtype', type(mask))}; it should be boolean "
                "(True = may attend): use dtype=torch.bool, or compare, e.g. `... == 0`.")
         ones = torch.ones(T, T, dtype=torch.bool)
-        expect_close(to_numpy(mask).astype(float), to_numpy(ref.causal_mask(T)).astype(float),
+        expect_close(to_numpy(mask).astype(float), to_numpy(masks.causal_mask(T)).astype(float),
                      f"causal_mask({T})", mistakes={
             "the mask is True above the diagonal, i.e. it allows the FUTURE: with True = may attend, "
             "query t keeps keys 0..t, on and below the diagonal (`~torch.triu(ones, diagonal=1)`)":
@@ -194,7 +195,7 @@ def causal_mask(fn):
     return tests + 1
 
 
-@exercise("padding mask", reference=ref.padding_mask)
+@exercise("padding mask", reference=masks.padding_mask)
 @single_threaded
 def padding_mask(fn):
     """fn(tokens (B, T), pad_id) -> (B, 1, 1, T) bool, True at real tokens."""
@@ -204,7 +205,7 @@ def padding_mask(fn):
         for b, length in enumerate((6, 4, 2)):
             tokens[b, length:] = pad_id
         mask = call(fn, tokens, pad_id)
-        expected = ref.padding_mask(tokens, pad_id)
+        expected = masks.padding_mask(tokens, pad_id)
         real = (tokens != pad_id).float()
         expect(hasattr(mask, "dtype") and str(mask.dtype).endswith("bool"),
                f"the mask should be a boolean tensor (True = real token), got "

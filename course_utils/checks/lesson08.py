@@ -6,6 +6,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .. import attention as ref
+from .. import masks
 from .core import (
     call,
     exercise,
@@ -152,9 +153,9 @@ def multi_head_attention(cls):
         T_q, T_k = query.size(1), key.size(1)
         if mask_kind == "padding":
             tokens = torch.tensor([[1] * T_k, [1] * (T_k - 3) + [0] * 3])
-            mask, torch_kw = ref.padding_mask(tokens, 0), {"key_padding_mask": tokens == 0}
+            mask, torch_kw = masks.padding_mask(tokens, 0), {"key_padding_mask": tokens == 0}
         elif mask_kind == "causal":
-            mask, torch_kw = ref.causal_mask(T_q), {"attn_mask": ~ref.causal_mask(T_q)}
+            mask, torch_kw = masks.causal_mask(T_q), {"attn_mask": ~masks.causal_mask(T_q)}
         else:
             mask, torch_kw = None, {}
         with torch.no_grad():

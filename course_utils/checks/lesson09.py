@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 
 from .. import transformer as ref
-from ..attention import causal_mask, padding_mask
+from ..masks import causal_mask, padding_mask
 from .core import call, exercise, expect, expect_close, expect_shape, randn, rng, single_threaded, to_numpy
 
 D_MODEL, HEADS, D_FF = 16, 4, 32

@@ -1,0 +1,142 @@
+"""The expectations a check asserts: shapes, values, returned tuples, distributions.
+
+Each raises `ExerciseError` with a message that names the symptom; `expect_close` also names the
+mistakes the check lists and those any exercise can make (`probes.py`).
+"""
+import itertools
+
+import numpy as np
+
+from ..tensors import to_numpy
+from .errors import ExerciseError, ValuesDiffer
+from .probes import _close, generic_symptom, reference_symptom
+
+
+def expect(condition, symptom):
+    """Fail with `symptom` unless `condition` holds."""
+    if not condition:
+        raise ExerciseError(symptom)
+
+
+def expect_shape(x, shape, what):
+    """`x` has `shape` (None in `shape` matches any size)."""
+    if not hasattr(x, "shape"):
+        raise ExerciseError(f"{what} should be an array of shape {tuple(shape)}, got {type(x).__name__}"
+                            + (" (did you forget to `return` it?)" if x is None else "."))
+    got = tuple(x.shape)
+    ok = len(got) == len(shape) and all(e is None or e == g for e, g in zip(shape, got))
+    if not ok and len(got) == len(shape) >= 2 and got == tuple(shape)[:-2] + tuple(shape)[-2:][::-1]:
+        raise ExerciseError(f"{what} has shape {got}, expected {tuple(shape)}: the last two axes are swapped "
+                            "(a transposed matrix?).")
+    expect(ok, f"{what} has shape {got}, expected {tuple(shape)}.")
+
+
+def expect_finite(x, what, hint=""):
+    a = to_numpy(x)
+    expect(np.all(np.isfinite(a)), f"{what} contains NaN or inf.{(' ' + hint) if hint else ''}")
+
+
+def expect_close(actual, expected, what, mistakes=None, atol=1e-5, rtol=1e-4, hint=""):
+    """`actual` equals `expected`; otherwise name the first known mistake it matches.
+
+    mistakes: {symptom: what that mistake would have produced}. A learner whose output matches
+    one of them is told that symptom instead of a bare "wrong values". Mistakes any exercise can
+    make (`probes.py`: a transposed matrix, a wrong sign, a constant factor, a missing normalisation,
+    an off-by-one shift, a neighbouring function, a wrong order, a wrong dtype, two arguments' roles
+    exchanged, a forgotten term) are recognised without being listed.
+    """
+    if actual is None:
+        raise ExerciseError(f"{what} is None: did you forget to `return` the result?")
+    dtype = getattr(actual, "dtype", None)
+    a, e = to_numpy(actual), to_numpy(expected)
+    if a.shape != e.shape:
+        for symptom, wrong in (mistakes or {}).items():
+            if _close(a, to_numpy(wrong).astype(a.dtype, copy=False), atol, rtol):
+                raise ExerciseError(symptom)
+        raise ExerciseError(generic_symptom(a, e, what, atol, rtol, dtype)
+                            or f"{what} has shape {a.shape}, expected {e.shape}.")
+    if not np.all(np.isfinite(a)) and np.all(np.isfinite(e)):
+        finite = np.isfinite(a)
+        candidates = [(symptom, to_numpy(wrong)) for symptom, wrong in (mistakes or {}).items()]
+        candidates = [(symptom, w) for symptom, w in candidates if w.shape == a.shape and not np.all(np.isfinite(w))]
+        for symptom, wrong in candidates:   # the mistake whose NaN/inf fall where the answer's do
+            if np.array_equal(np.isfinite(wrong), finite) and np.allclose(a[finite], wrong[finite], atol=atol,
+                                                                           rtol=rtol):
+                raise ExerciseError(symptom)
+        for symptom, wrong in candidates:
+            if np.array_equal(np.isfinite(wrong), finite):
+                raise ExerciseError(symptom)
+        if candidates:
+            raise ExerciseError(candidates[0][0])
+        raise ExerciseError(f"{what} contains NaN or inf where the expected values are finite.")
+    if _close(a, e, atol, rtol):
+        return
+    for symptom, wrong in (mistakes or {}).items():
+        if _close(a, to_numpy(wrong), atol, rtol):
+            raise ExerciseError(symptom)
+    symptom = generic_symptom(a, e, what, atol, rtol, dtype) or reference_symptom(a, e, what, atol, rtol)
+    if symptom:
+        raise ValuesDiffer(symptom + (f" {hint}" if hint else ""))
+    diff = np.abs(a.astype(np.float64) - e.astype(np.float64))
+    where = np.unravel_index(np.argmax(diff), diff.shape) if diff.ndim else ()
+    raise ValuesDiffer(f"{what}: wrong values (largest difference {diff.max():.3g} at index "
+                       f"{tuple(int(i) for i in where)}: got {a[where]:.4g}, expected {e[where]:.4g})."
+                       + (f" {hint}" if hint else ""))
+
+
+def _same(a, b, atol=1e-5, rtol=1e-4):
+    try:
+        return _close(to_numpy(a), to_numpy(b), atol, rtol)
+    except (TypeError, ValueError):
+        return False
+
+
+def _shape(x):
+    return tuple(x.shape) if hasattr(x, "shape") else None
+
+
+def expect_returns(result, expected, names):
+    """`result` is the tuple `names` (e.g. ("c", "alpha")) in that order; returns it.
+
+    Recognises, for any exercise that returns several values: one value instead of several, the
+    wrong number of them, and the right values in another order (tried against `expected`, the
+    reference's values, by value and then by shape).
+    """
+    names = tuple(names)
+    order = ", ".join(names)
+    if result is None:
+        raise ExerciseError(f"your function returned nothing: end it with `return {order}`.")
+    if not isinstance(result, (tuple, list)):
+        raise ExerciseError(f"return {len(names)} things, as `return {order}` (got one "
+                            f"{type(result).__name__}).")
+    if len(result) != len(names):
+        raise ExerciseError(f"return {len(names)} things, as `return {order}` (got {len(result)}).")
+    identity = tuple(range(len(names)))
+    for test in (_same, lambda a, b: _shape(a) is not None and _shape(a) == _shape(b)):
+        if all(test(r, e) for r, e in zip(result, expected)):
+            break
+        for perm in itertools.permutations(identity):
+            if perm != identity and all(test(result[i], expected[j]) for i, j in enumerate(perm)):
+                got = ", ".join(names[j] for j in perm)
+                raise ExerciseError(f"the values are returned in the wrong order: you return ({got}); "
+                                    f"the exercise asks for `return {order}`.")
+    return tuple(result)
+
+
+def expect_distribution(weights, what="weights", axis=-1, atol=1e-5):
+    """Every slice along `axis` is a probability distribution: finite, >= 0, sums to 1."""
+    w = to_numpy(weights).astype(np.float64)
+    expect(np.all(np.isfinite(w)), f"{what} contain NaN or inf: subtract the maximum before `exp`, "
+                                   "and guard rows where every position is masked.")
+    expect(np.all(w >= -atol), f"{what} have negative entries: weights must come out of a softmax "
+                               "(or another normalisation of non-negative numbers).")
+    sums = w.sum(axis=axis)
+    if not np.allclose(sums, 1.0, atol=max(atol, 1e-4)):
+        other = [ax for ax in range(w.ndim) if ax != axis % w.ndim]
+        hint = ""
+        if other and np.allclose(w.sum(axis=other[-1]), 1.0, atol=1e-4):
+            hint = " They sum to 1 over another axis: did you normalise over the wrong axis?"
+        elif np.allclose(w.max(axis=axis), 1.0, atol=1e-4):
+            hint = " Their largest value is 1: did you divide by the maximum instead of the sum?"
+        raise ExerciseError(f"{what} do not sum to 1 over axis {axis} (sums range from "
+                            f"{sums.min():.3g} to {sums.max():.3g}).{hint}")

@@ -1,0 +1,138 @@
+"""The framework's guards against the learner's own code (inputs changed in place, a wrong dtype,
+exit()) and its probes for mistakes any exercise can make, each on a small check of its own."""
+import numpy as np
+import pytest
+
+from course_utils.checks import core
+from course_utils.checks.inputs import rng, set_seed_offset
+
+
+def _softmax(x):
+    z = np.exp(x - x.max(-1, keepdims=True))
+    return z / z.sum(-1, keepdims=True)
+
+
+@core.exercise("softmax", reference=_softmax)
+def softmax_check(fn):
+    x = core.rng(3).normal(size=(4, 6))
+    core.expect_close(core.call(fn, x), _softmax(x), "softmax(x)")
+
+
+def _attend(q, k, v):
+    return _softmax(q @ k.T / np.sqrt(q.shape[-1])) @ v
+
+
+@core.exercise("attend", reference=_attend)
+def attend_check(fn):
+    g = core.rng(4)
+    q, k, v = g.normal(size=(5, 4)), g.normal(size=(5, 4)), g.normal(size=(5, 3))
+    core.expect_close(core.call(fn, q, k, v), _attend(q, k, v), "attend(q, k, v)")
+
+
+def _affine(x, w, b):
+    return x * w + b
+
+
+@core.exercise("affine", reference=_affine)
+def affine_check(fn):
+    g = core.rng(5)
+    x, w, b = g.normal(size=(3, 4)), g.normal(size=(3, 4)), g.normal(size=(3, 4))
+    core.expect_close(core.call(fn, x, w, b), _affine(x, w, b), "affine(x, w, b)")
+
+
+@core.exercise("positions", reference=lambda x: np.argsort(-x))
+def order_check(fn):
+    x = core.rng(6).permutation(7).astype(float)
+    core.expect_close(core.call(fn, x), np.argsort(-x).astype(float), "positions")
+
+
+def message(check, fn):
+    outcome = check.evaluate(fn)
+    assert outcome.status == "wrong", outcome
+    return outcome.message
+
+
+def test_a_function_that_zeroes_its_input_and_returns_uniform_weights_fails_and_is_named():
+    def cheat(x):
+        x[...] = 0.0                                  # the expected answer used to be computed from this
+        return _softmax(x)
+    assert "changed its input `x` in place" in message(softmax_check, cheat)
+
+
+def test_a_correct_function_that_works_in_place_is_told_so_not_misdiagnosed():
+    def in_place(q, k, v):
+        q /= np.sqrt(q.shape[-1])                     # the right answer, but q changed for the caller
+        return _softmax(q @ k.T) @ v
+    text = message(attend_check, in_place)
+    assert "changed its input `q` in place" in text and "missing" not in text and "factor" not in text
+
+
+def test_torch_inputs_changed_in_place_are_named_and_gradients_still_flow():
+    torch = pytest.importorskip("torch")
+
+    @core.exercise("power")
+    def power_check(fn):
+        w = torch.rand(5, requires_grad=True)
+        out = core.call(fn, w, 2.0)
+        core.expect_close(out, w.detach() ** 2, "w ** gamma")
+        out.sum().backward()
+        core.expect(w.grad is not None, "no gradient")
+
+    assert power_check.evaluate(lambda w, gamma: w ** gamma).passed
+    assert "changed its input `w` in place" in message(power_check, lambda w, gamma: w.detach().pow_(gamma))
+
+
+def test_a_wrong_dtype_is_named():
+    assert "dtype int64" in message(softmax_check, lambda x: (_softmax(x) * 10).astype(np.int64))
+    assert "dtype float16" in message(softmax_check, lambda x: (_softmax(x) + 1e-3).astype(np.float16))
+
+
+def test_exit_inside_the_learner_function_is_an_answer_not_a_crash():
+    def leaves(x):
+        raise SystemExit(3)
+    assert "called exit()" in message(softmax_check, leaves)
+
+
+@pytest.mark.parametrize("answer, symptom", [
+    (lambda x: np.log(_softmax(x)), "log of the probabilities"),
+    (lambda x: x, "scores before the softmax"),
+    (lambda x: np.exp(_softmax(x)), "exp of the expected values"),
+])
+def test_a_neighbouring_function_is_named(answer, symptom):
+    assert symptom in message(softmax_check, answer)
+
+
+def test_roles_swapped_inside_a_formula_are_named():
+    text = message(attend_check, lambda q, k, v: _softmax(k @ q.T / np.sqrt(q.shape[-1])) @ v)
+    assert "`q` and `k` exchanged" in text
+
+
+def test_a_forgotten_term_is_named():
+    assert "`b` were all zeros" in message(affine_check, lambda x, w, b: x * w)
+    assert "`w` were all ones" in message(affine_check, lambda x, w, b: x + b)
+
+
+def test_results_ordered_the_wrong_way_and_off_by_one_are_named():
+    assert "reverse order" in message(order_check, lambda x: np.argsort(x).astype(float))
+    assert "off by one" in message(order_check, lambda x: np.argsort(-x).astype(float) + 1)
+
+
+def test_numpy_warnings_become_one_note_after_the_message(capsys):
+    text = message(softmax_check, lambda x: np.exp(x * 1000) / np.exp(x * 1000).sum(-1, keepdims=True))
+    assert "warning was raised while checking" in text and capsys.readouterr().err == ""
+
+
+def test_messages_are_wrapped_between_words():
+    text = core.wrap("✘ demo: " + "weights num_heads " * 20)
+    assert all(len(line) <= 88 for line in text.splitlines())
+    assert "weights" in text.split() and "num_heads" in text.split() and "weigh" not in text.split()
+
+
+def test_the_grader_can_draw_inputs_the_notebook_cannot_know():
+    a = rng(1).normal(size=3)
+    set_seed_offset(12345)
+    try:
+        b = rng(1).normal(size=3)
+    finally:
+        set_seed_offset(0)
+    assert not np.allclose(a, b) and np.allclose(a, rng(1).normal(size=3))
