@@ -6,8 +6,24 @@ values (T_k, d_v). Weights are distributions over the keys (the last axis).
 import numpy as np
 
 
+def _array(x, name, ndim, shape_text):
+    """`x` as a float array of `ndim` dimensions, or a ValueError naming what was expected."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != ndim:
+        raise ValueError(f"{name} should be {shape_text} ({ndim}-D), got shape {x.shape}")
+    return x
+
+
+def _same(size_a, name_a, size_b, name_b):
+    if size_a != size_b:
+        raise ValueError(f"{name_a} and {name_b} must match, got {size_a} and {size_b}")
+
+
 def weighted_sum(weights, vectors):
     """z = sum_i weights[i] * vectors[i]:  (T,), (T, d) -> (d,)."""
+    weights = _array(weights, "weights", 1, "(T,)")
+    vectors = _array(vectors, "vectors", 2, "(T, d)")
+    _same(len(weights), "the number of weights (T)", len(vectors), "the number of vectors")
     return weights @ vectors
 
 
@@ -23,6 +39,9 @@ def single_query_attention(q, K, V):
 
     q: (d_k,), K: (T_k, d_k), V: (T_k, d_v) -> z: (d_v,), weights: (T_k,)
     """
+    q, K, V = _array(q, "q", 1, "(d_k,)"), _array(K, "K", 2, "(T_k, d_k)"), _array(V, "V", 2, "(T_k, d_v)")
+    _same(q.shape[0], "q's size d_k", K.shape[1], "K's last size")
+    _same(K.shape[0], "K's number of keys T_k", V.shape[0], "V's number of values")
     d_k = q.shape[-1]
     scores = K @ q / np.sqrt(d_k)  # (T_k,) one score per key
     weights = softmax(scores)      # (T_k,) a distribution over the keys
@@ -35,6 +54,9 @@ def attention(Q, K, V):
     Q: (T_q, d_k), K: (T_k, d_k), V: (T_k, d_v) -> Z: (T_q, d_v), weights: (T_q, T_k)
     Row t of `weights` is how much query t attends to each key; row t of Z is its output.
     """
+    Q, K, V = _array(Q, "Q", 2, "(T_q, d_k)"), _array(K, "K", 2, "(T_k, d_k)"), _array(V, "V", 2, "(T_k, d_v)")
+    _same(Q.shape[1], "Q's last size d_k", K.shape[1], "K's last size")
+    _same(K.shape[0], "K's number of keys T_k", V.shape[0], "V's number of values")
     d_k = Q.shape[-1]
     scores = Q @ K.T / np.sqrt(d_k)  # (T_q, T_k)
     weights = softmax(scores, axis=-1)
@@ -47,5 +69,7 @@ def bahdanau_context(e, h):
     e: (T,) alignment scores e_{t,i} for one decoder step, h: (T, d) encoder states
     -> c: (d,), alpha: (T,)
     """
+    e, h = _array(e, "e", 1, "(T,)"), _array(h, "h", 2, "(T, d)")
+    _same(len(e), "the number of scores e (T)", len(h), "the number of encoder states h")
     alpha = softmax(e)
     return alpha @ h, alpha

@@ -30,12 +30,18 @@ from .masks import check_mask, masked_softmax  # noqa: F401 (masked_softmax: les
 
 def context_vector(weights, h):
     """c = sum_i alpha_i h_i: weights (B, T), h (B, T, d_h) -> (B, d_h)."""
+    if weights.dim() != 2 or h.dim() != 3 or tuple(weights.shape) != tuple(h.shape[:2]):
+        raise ValueError(f"context_vector takes weights (B, T) and h (B, T, d_h) with the same B and T, got "
+                         f"{tuple(weights.shape)} and {tuple(h.shape)}")
     return torch.einsum("bt,btd->bd", weights, h)
 
 
 # --- the score functions: s (B, d_s), h (B, T, d_h) -> e (B, T) --------------------------------
 
 def _same_size(s, h, name):
+    if s.dim() != 2 or h.dim() != 3 or s.shape[0] != h.shape[0]:
+        raise ValueError(f"{name} takes s (B, d_s) and h (B, T, d_h) with the same batch size B, got "
+                         f"{tuple(s.shape)} and {tuple(h.shape)}")
     if s.shape[-1] != h.shape[-1]:
         raise ValueError(f"{name} needs s and h of the same size, got d_s={s.shape[-1]}, "
                          f"d_h={h.shape[-1]} (use the 'general' score to compare different sizes)")

@@ -121,3 +121,15 @@ def test_reinforce_loss_formula_and_gradient():
     assert torch.allclose(log_alpha.grad, grad)
     plain = S.reinforce_loss(log_alpha.detach(), sampled, reward.detach(), 0.25)   # a float baseline works too
     assert torch.isclose(plain, expected.detach())
+
+
+def test_mismatched_shapes_are_named_not_raw_einsum_errors():
+    import pytest
+    import torch
+
+    from course_utils import scores
+
+    with pytest.raises(ValueError, match=r"weights \(B, T\) and h \(B, T, d_h\) with the same B and T, got \(2, 5\)"):
+        scores.context_vector(torch.ones(2, 5), torch.ones(2, 4, 3))
+    with pytest.raises(ValueError, match=r"s \(B, d_s\) and h \(B, T, d_h\) with the same batch size"):
+        scores.dot_score(torch.ones(3, 4), torch.ones(2, 5, 4))

@@ -38,7 +38,7 @@ def test_jupyterlab_opens_at_the_root_with_lesson_00(monkeypatch, uid, extra, al
 
 def test_set_up_installs_once_cpu_torch_first(monkeypatch, tmp_path):
     calls = []
-    monkeypatch.setattr(start, "run", lambda cmd: calls.append([str(c) for c in cmd]))
+    monkeypatch.setattr(start, "run", lambda cmd, on_failure=None: calls.append([str(c) for c in cmd]))
     monkeypatch.setattr(start, "has_torch", lambda python: False)
     monkeypatch.setattr(start, "wants_cpu_torch", lambda choice: True)
     stamp = tmp_path / start.STAMP
@@ -57,3 +57,14 @@ def test_an_active_environment_is_used_as_it_is(monkeypatch):
     monkeypatch.setattr(start.sys, "prefix", "/some/venv")
     monkeypatch.setattr(start.sys, "base_prefix", "/usr")
     assert start.environment() == (Path(sys.executable), Path("/some/venv"))
+
+
+def test_an_unreachable_cpu_index_says_what_happened_and_the_ways_forward(monkeypatch, tmp_path):
+    monkeypatch.setattr(start.subprocess, "call", lambda cmd, cwd=None: 1 if "--index-url" in cmd else 0)
+    monkeypatch.setattr(start, "has_torch", lambda python: False)
+    monkeypatch.setattr(start, "wants_cpu_torch", lambda choice: True)
+    with pytest.raises(SystemExit) as stopped:
+        start.set_up(Path("py"), tmp_path / start.STAMP, None, reinstall=False)
+    text = str(stopped.value.code)
+    assert start.CPU_INDEX in text and "--gpu" in text and "2.5 GB" in text
+    assert not (tmp_path / start.STAMP).exists()                  # not marked as set up

@@ -35,10 +35,21 @@ def say(text):
     print(f"[start] {text}", flush=True)
 
 
-def run(cmd):
+def run(cmd, on_failure=None):
     say(" ".join(str(c) for c in cmd))
     if subprocess.call([str(c) for c in cmd], cwd=ROOT) != 0:
-        sys.exit(f"[start] this step failed: {' '.join(str(c) for c in cmd)}")
+        sys.exit(on_failure or f"[start] this step failed: {' '.join(str(c) for c in cmd)}")
+
+
+CPU_INDEX_FAILED = f"""[start] PyTorch's CPU build could not be installed from {CPU_INDEX}
+        (pip's message is above: the index may be unreachable from this network, or blocked by a proxy).
+        Ways forward:
+        - run this command again when that address can be reached (nothing else was installed);
+        - or install pip's default torch instead: python3 tools/start.py --gpu
+          On Linux that is the CUDA build: about 2.5 GB to download (3+ GB of nvidia packages installed);
+          it runs on a CPU too. On macOS and Windows pip's default torch is the CPU build anyway.
+        - or install a torch wheel you have (pip install /path/to/torch-*.whl) into {VENV}, then run this
+          command again: an installed torch is kept."""
 
 
 def on_colab():
@@ -108,7 +119,7 @@ def set_up(python, stamp, torch_build, reinstall):
         say("torch is installed already: kept")
     elif wants_cpu_torch(torch_build):
         say("no NVIDIA GPU found: installing PyTorch's CPU build first (pip's default would be the CUDA build)")
-        run(pip + ["torch", "--index-url", CPU_INDEX])
+        run(pip + ["torch", "--index-url", CPU_INDEX], on_failure=CPU_INDEX_FAILED)
     run(pip + ["-r", "requirements.txt"])
     stamp.write_text(requirements_hash() + "\n")
 
@@ -130,7 +141,8 @@ def main(argv=None):
     build.add_argument("--cpu", dest="torch_build", action="store_const", const="cpu",
                        help="install torch's CPU build (the default on Linux/Windows without an NVIDIA GPU)")
     build.add_argument("--gpu", dest="torch_build", action="store_const", const="gpu",
-                       help="install pip's default torch (CUDA on Linux)")
+                       help="install pip's default torch (CUDA on Linux, about 2.5 GB; also the way round "
+                            "an unreachable CPU index)")
     args, extra = parser.parse_known_args(argv)
     if sys.version_info < (3, 9):
         sys.exit(f"[start] the course needs Python 3.9 or newer; this is {platform.python_version()}")
