@@ -28,6 +28,45 @@ if "COURSE_DATA_DIR" not in os.environ and (_shared / "multi30k").is_dir():
     os.environ["COURSE_DATA_DIR"] = str(_shared)
 
 
+# pyproject's addopts name nbval's options (--nbval-lax ...). Without nbval (the test tools not installed),
+# pytest would stop on "unrecognized arguments"; instead it says what to install.
+_INSTALL = "python -m pip install -r requirements.txt"
+
+
+def pytest_addoption(parser, pluginmanager):
+    if not pluginmanager.has_plugin("nbval"):
+        group = parser.getgroup("nbval (not installed)")
+        group.addoption("--nbval-lax", action="store_true", help="needs nbval: " + _INSTALL)
+        group.addoption("--nbval-cell-timeout", action="store", help="needs nbval: " + _INSTALL)
+
+
+def _missing_test_tools(config):
+    """The test tools of requirements.txt ([test] in pyproject.toml) that are not installed."""
+    import importlib.util
+
+    missing = [] if config.pluginmanager.has_plugin("nbval") else ["nbval (the notebook tests)"]
+    missing += [f"{name} ({what})" for name, what in (("nbformat", "the notebook builder's tests"),
+                                                       ("nbclient", "the learner-notebook tests"),
+                                                       ("playwright", "the browser test"),
+                                                       ("ruff", "the lint test"))
+                if importlib.util.find_spec(name) is None]
+    return missing
+
+
+def pytest_configure(config):
+    if not config.pluginmanager.has_plugin("nbval") and not config.getoption("help", False):
+        raise pytest.UsageError(
+            "the course's test tools are not installed: missing " + ", ".join(_missing_test_tools(config))
+            + f". Install them, from the repository root, with\n    {_INSTALL}\n(the course, JupyterLab and "
+            "the test tools; README, 'Start')")
+
+
+def pytest_report_header(config):
+    missing = _missing_test_tools(config)
+    if missing:
+        return f"not installed: {', '.join(missing)}; their tests are skipped ({_INSTALL})"
+
+
 def pytest_collection_modifyitems(config, items):
     if os.environ.get("RUN_SLOW") == "1":
         return

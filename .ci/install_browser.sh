@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install Debian's Chromium for tests/test_browser.py (headless JupyterLab + ipywidgets check).
+# Install Debian's Chromium for the browser tests (tests/browser/) (headless JupyterLab + ipywidgets check).
 # Idempotent: does nothing when /usr/bin/chromium is already there. Never downloads a browser of its
 # own (no `playwright install`): Playwright drives this system Chromium.
 # Always exits 0: if Chromium cannot be installed, the browser test skips and says why.
@@ -13,7 +13,7 @@ if [ -x "$CHROMIUM" ]; then
 fi
 
 if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install_browser: apt-get not found; not installing chromium (tests/test_browser.py will skip)"
+    echo "install_browser: apt-get not found; not installing chromium (the browser tests (tests/browser/) will skip)"
     exit 0
 fi
 
@@ -23,7 +23,7 @@ if [ "$(id -u)" != "0" ]; then
         SUDO="sudo -n"
     else
         echo "install_browser: not root and no password-less sudo; not installing chromium" \
-             "(tests/test_browser.py will skip)"
+             "(the browser tests (tests/browser/) will skip)"
         exit 0
     fi
 fi
@@ -35,7 +35,7 @@ if $SUDO apt-get update -qq >"$log" 2>&1 \
    && $SUDO apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >>"$log" 2>&1; then
     echo "install_browser: $("$CHROMIUM" --version 2>/dev/null || echo chromium) installed"
 else
-    echo "install_browser: could not install chromium (tests/test_browser.py will skip); last lines of apt output:"
+    echo "install_browser: could not install chromium (the browser tests (tests/browser/) will skip); last lines of apt output:"
     tail -n 5 "$log" | sed 's/^/    /'
 fi
 rm -f "$log"

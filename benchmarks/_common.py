@@ -1,11 +1,11 @@
-"""What every benchmark prints and uses: the machine and its load, medians of interleaved runs, and
-lookups of course_utils functions that may move between modules."""
-import importlib
+"""What every benchmark prints and uses: the machine and its load, medians of interleaved runs, a
+`--tiny` mode (every benchmark has one: seconds, to check it still runs) and the tokenizer cache."""
 import os
-import pkgutil
 import platform
 import statistics
+import tempfile
 import time
+from pathlib import Path
 
 import torch
 
@@ -30,20 +30,19 @@ def load():
         return "load average unknown"
 
 
-def course_function(name, first="course_utils.translate"):
-    """course_utils' function `name`, looked up in `first`, else in any module of the package
-    (lesson 10's helpers are being split into several modules)."""
-    import course_utils
-    names = [first] + [f"course_utils.{m.name}" for m in pkgutil.walk_packages(course_utils.__path__)
-                       if not m.name.startswith("checks")]
-    for module_name in names:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
-        if hasattr(module, name):
-            return getattr(module, name)
-    raise ImportError(f"no function {name!r} in course_utils")
+def tokenizer_path():
+    """Where the benchmarks keep the BPE tokenizers they train ({vocab} = vocabulary size): a cache in the
+    temporary folder, so that a second run does not train them again."""
+    return str(Path(tempfile.gettempdir()) / "course_bench" / "bpe{vocab}.json")
+
+
+def shrink(args, **tiny):
+    """With --tiny, replace the arguments' sizes by `tiny` ones: a run of seconds that only checks the
+    script still works (tests/test_benchmarks.py runs every benchmark so)."""
+    if getattr(args, "tiny", False):
+        for key, value in tiny.items():
+            setattr(args, key, value)
+    return args
 
 
 def interleaved(variants, repeats, warmup=0):

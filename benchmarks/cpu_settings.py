@@ -2,6 +2,7 @@
 
     python benchmarks/cpu_settings.py                    # training (eager / compiled x 1 / 2 threads), decoding
     python benchmarks/cpu_settings.py --no-compile --steps 10
+    python benchmarks/cpu_settings.py --tiny             # seconds: the smoke preset, to check the script runs
 
 Training: the step of benchmarks/train_profile.py ("trainer now": as the trainer takes it, bf16) on
 the cpu preset's real Multi30k batches, four ways: eager or torch.compile'd model, 1 or 2 threads.
@@ -20,15 +21,17 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import course_function, interleaved, load, machine, median  # noqa: E402
+from _common import interleaved, load, machine, median, shrink, tokenizer_path  # noqa: E402
 from decode import decoder, sample_sentences  # noqa: E402
 from train_profile import VARIANTS, Step, real_batches, tokenizer  # noqa: E402
+
+from course_utils.translation.presets import build_model, make_config  # noqa: E402
 
 
 def training(args, cfg, tok):
     batches = real_batches(cfg, tok, args.batches)
     torch.manual_seed(0)
-    base = course_function("build_model")(cfg, tok.vocab_size).train()
+    base = build_model(cfg, tok.vocab_size).train()
     variants = {}
     for compiled in ([False, True] if args.compile else [False]):
         for threads in (1, 2):
@@ -66,7 +69,7 @@ def training(args, cfg, tok):
 
 def decoding(args, cfg, tok):
     torch.manual_seed(0)
-    model = course_function("build_model")(cfg, tok.vocab_size).eval()
+    model = build_model(cfg, tok.vocab_size).eval()
     src_ids = tok.encode_batch(sample_sentences(args.sentences))
     outputs, variants = {}, {}
     for beam in (1, args.beam):
@@ -93,9 +96,11 @@ def main(argv=None):
     p.add_argument("--beam", type=int, default=5)
     p.add_argument("--max-len", type=int, default=20)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--tokenizer", default="/tmp/course_bench/bpe{vocab}.json")
-    args = p.parse_args(argv)
-    cfg = course_function("make_config")(args.preset)
+    p.add_argument("--tokenizer", default=tokenizer_path())
+    p.add_argument("--tiny", action="store_true", help="seconds: the smoke preset, eager, one step, 4 sentences")
+    args = shrink(p.parse_args(argv), preset="smoke", steps=1, batches=1, compile=False, sentences=4, beam=2,
+                  max_len=4, repeats=1)
+    cfg = make_config(args.preset)
     tok = tokenizer(args.tokenizer, cfg.vocab_size)
     print(f"machine: {machine()}; {load()}")
     if args.training:

@@ -3,6 +3,7 @@
     python benchmarks/decode.py --model runs/cpu/model.pt            # a trained model (translate's model.pt)
     python benchmarks/decode.py --model /tmp/smoke/model.pt --sentences 1000
     python benchmarks/decode.py --untrained cpu --max-len 30         # the cpu preset's sizes, random weights
+    python benchmarks/decode.py --tiny                  # seconds: untrained smoke model, to check the script runs
 
 Decodes a fixed sample of `--sentences` German sentences of test_2016_flickr (seeded; all 1000 with
 --sentences 1000), batched by length as lesson 10 does (`--batch-sentences` per batch), under CPU
@@ -24,14 +25,16 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import course_function, interleaved, load, machine, median  # noqa: E402
+from _common import interleaved, load, machine, median, shrink, tokenizer_path  # noqa: E402
 
-from course_utils.data.bucketing import pad_sequences  # noqa: E402
+from course_utils.data.batch import pad  # noqa: E402
+from course_utils.data.multi30k import load_multi30k  # noqa: E402
 from course_utils.decoding import beam_search, greedy_decode, strip_after_eos  # noqa: E402
+from course_utils.tokenization import SubwordTokenizer, train_bpe  # noqa: E402
+from course_utils.translation.presets import build_model, load_translator, make_config  # noqa: E402
 
 
 def sample_sentences(n, seed=0):
-    load_multi30k = course_function("load_multi30k", "course_utils.data.multi30k")
     pairs = load_multi30k("test_2016_flickr")
     if n < len(pairs):
         pairs = random.Random(seed).sample(pairs, n)
@@ -41,15 +44,11 @@ def sample_sentences(n, seed=0):
 def untrained_model(preset, tokenizer_path):
     """A model of the preset's sizes with its initial weights, and a joint BPE tokenizer of the
     preset's vocabulary (trained once on Multi30k's training sentences and kept at tokenizer_path)."""
-    make_config = course_function("make_config")
-    build_model = course_function("build_model")
-    from course_utils.tokenization import SubwordTokenizer, train_bpe
     cfg = make_config(preset)
     path = Path(tokenizer_path.format(vocab=cfg.vocab_size))
     if path.exists():
         tok = SubwordTokenizer.load(path)
     else:
-        load_multi30k = course_function("load_multi30k", "course_utils.data.multi30k")
         tok = train_bpe((s for pair in load_multi30k("train") for s in pair), vocab_size=cfg.vocab_size)
         path.parent.mkdir(parents=True, exist_ok=True)
         tok.save(path)
@@ -62,7 +61,7 @@ def batches(src_ids, batch_sentences, pad_id):
     order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
     for i in range(0, len(order), batch_sentences):
         chunk = order[i:i + batch_sentences]
-        yield chunk, pad_sequences([src_ids[j] for j in chunk], pad_id)
+        yield chunk, pad([src_ids[j] for j in chunk], pad_id)
 
 
 def decoder(model, tok, src_ids, beam, use_cache, max_len, batch_sentences, amp, outputs, name):
@@ -88,9 +87,11 @@ def decoder(model, tok, src_ids, beam, use_cache, max_len, batch_sentences, amp,
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--model", help="a model.pt written by `python -m course_utils.translate`")
+    which.add_argument("--model", help="a model.pt written by `python -m course_utils.translation`")
     which.add_argument("--untrained", metavar="PRESET", help="random weights with this preset's sizes")
-    p.add_argument("--tokenizer", default="/tmp/course_bench/bpe{vocab}.json",
+    which.add_argument("--tiny", action="store_true",
+                       help="seconds: an untrained smoke-size model, 4 sentences, to check the script runs")
+    p.add_argument("--tokenizer", default=tokenizer_path(),
                    help="where the untrained model's tokenizer is kept ({vocab} = vocabulary size)")
     p.add_argument("--sentences", type=int, default=200, help="sample of test_2016_flickr (1000 = all)")
     p.add_argument("--beam", type=int, default=5)
@@ -99,10 +100,10 @@ def main(argv=None):
     p.add_argument("--amp", choices=["bf16", "off"], default="bf16")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=1)
-    args = p.parse_args(argv)
+    args = shrink(p.parse_args(argv), untrained="smoke", sentences=4, beam=2, max_len=4, repeats=1)
     torch.set_num_threads(args.threads)
     if args.model:
-        model, tok, cfg = course_function("load_translator")(args.model)
+        model, tok, cfg = load_translator(args.model)
         what = f"trained model {args.model} (preset {cfg.preset})"
     else:
         model, tok, cfg = untrained_model(args.untrained, args.tokenizer)

@@ -2,6 +2,7 @@
 
     python benchmarks/gpu_estimate.py                          # a T4: 65 TFLOP/s fp16 tensor-core peak
     python benchmarks/gpu_estimate.py --peak 312 --name A100    # another GPU (its dense bf16/fp16 peak)
+    python benchmarks/gpu_estimate.py --tiny                    # seconds: the smoke preset, to check it runs
 
 It counts, with torch.utils.flop_counter, the FLOPs of the forward and backward pass of the gpu
 preset's Transformer on real bucketed batches of Multi30k (the matrix products and attention, which
@@ -19,11 +20,11 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import median  # noqa: E402
+from _common import median, shrink, tokenizer_path  # noqa: E402
 from train_profile import real_batches, tokenizer  # noqa: E402
 
 from course_utils.data.multi30k import load_multi30k  # noqa: E402
-from course_utils.presets import build_model, make_config  # noqa: E402
+from course_utils.translation.presets import build_model, make_config  # noqa: E402
 
 
 def step_flops(model, batch, backward=True):
@@ -41,10 +42,12 @@ def main(argv=None):
     p.add_argument("--name", default="T4")
     p.add_argument("--peak", type=float, default=65.0, help="the GPU's fp16/bf16 tensor-core peak, TFLOP/s")
     p.add_argument("--batches", type=int, default=6, help="batches whose FLOPs are counted (median)")
-    p.add_argument("--tokenizer", default="/tmp/course_bench/bpe{vocab}.json")
-    args = p.parse_args(argv)
+    p.add_argument("--tokenizer", default=tokenizer_path())
+    p.add_argument("--preset", default="gpu")
+    p.add_argument("--tiny", action="store_true", help="seconds: the smoke preset's model, one batch")
+    args = shrink(p.parse_args(argv), preset="smoke", batches=1)
     torch.set_num_threads(1)
-    cfg = make_config("gpu")
+    cfg = make_config(args.preset)
     tok = tokenizer(args.tokenizer, cfg.vocab_size)
     batches = real_batches(cfg, tok, 10_000)                       # every batch of an epoch
     steps = len(batches)
@@ -63,7 +66,8 @@ def main(argv=None):
                                                        tok.encode_batch([en for _, en in pairs])))
     evaluation = per_token * (tokens_of("val") * 2 * cfg.epochs + tokens_of("test_2016_flickr") * 6)
     peak = args.peak * 1e12
-    print(f"gpu preset: d_model {cfg.d_model}, {cfg.num_heads} heads, {cfg.num_layers}+{cfg.num_layers} layers, "
+    print(f"{args.preset} preset: d_model {cfg.d_model}, {cfg.num_heads} heads, "
+          f"{cfg.num_layers}+{cfg.num_layers} layers, "
           f"d_ff {cfg.d_ff}, vocabulary {tok.vocab_size}, batches of {cfg.batch_tokens} padded tokens")
     print(f"FLOPs per training step (forward + backward, median of {args.batches} real batches): "
           f"{per_step / 1e12:.3f} TFLOP")

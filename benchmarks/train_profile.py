@@ -3,6 +3,7 @@ CPU's bf16 matrix-multiply peak; variants of the step side by side.
 
     python benchmarks/train_profile.py                  # 1 thread, bf16 autocast, real Multi30k batches
     python benchmarks/train_profile.py --steps 30 --threads 2
+    python benchmarks/train_profile.py --tiny           # seconds: the smoke preset, to check the script runs
 
 1. Peak: FLOP/s of one bf16 (and fp32) matrix product at the model's shapes and at 1024^3.
 2. Step variants, interleaved on the same batches (the order rotating), median tokens/s (non-pad
@@ -11,12 +12,12 @@ CPU's bf16 matrix-multiply peak; variants of the step side by side.
                           F.cross_entropy on all (B, T, V) float32 logits, clip, AdamW
      fused SDPA           attention through torch's fused CPU kernel instead of the explicit formula
      keep freed memory    glibc told to keep freed memory (mallopt M_MMAP_MAX=0, M_TRIM_THRESHOLD=1 GB):
-                          no page faults for the step's big temporaries (see keep_freed_memory)
+                          no page faults for the step's big temporaries (trainer.keep_freed_memory)
      fused loss           the label-smoothed loss with a hand-written backward (LabelSmoothedLoss)
      real-token logits    the output layer and the loss only at real (non-pad) target positions
                           (model(src, tgt_in, positions=tgt_out != pad))
      fused AdamW          AdamW(fused=True) and a foreach gradient-norm clip
-     trainer now          what course_utils.trainer does now: keep freed memory, real-token logits,
+     trainer now          what course_utils.translation does now: keep freed memory, real-token logits,
                           fused AdamW (the fused loss gained too little on top to be worth its code)
      all                  trainer now + the fused loss
 3. FLOPs of a step (torch.utils.flop_counter: matrix products and attention, forward and backward)
@@ -42,14 +43,19 @@ from torch.profiler import profile, record_function
 from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import course_function, interleaved, load, machine, median  # noqa: E402
+from _common import interleaved, load, machine, median, shrink, tokenizer_path  # noqa: E402
 
 import course_utils.attention as attention  # noqa: E402
 from course_utils.attention import MultiHeadAttention, PositionalEncoding  # noqa: E402
-from course_utils.data.bucketing import BucketBatchSampler, pad_sequences  # noqa: E402
+from course_utils.data.batch import PAD_ID as PAD  # noqa: E402
+from course_utils.data.batch import collate  # noqa: E402
+from course_utils.data.multi30k import load_multi30k  # noqa: E402
+from course_utils.tokenization import SubwordTokenizer, train_bpe  # noqa: E402
 from course_utils.transformer import PositionwiseFeedForward  # noqa: E402
+from course_utils.translation.data import batch_sampler, encode_pairs  # noqa: E402
+from course_utils.translation.presets import build_model, make_config  # noqa: E402
+from course_utils.translation.trainer import keep_freed_memory  # noqa: E402
 
-PAD = 0
 VARIANTS = {  # name -> Step options; "before" first: the others are compared with it
     "before": {},
     "fused SDPA": {"sdpa": True},
@@ -64,11 +70,9 @@ VARIANTS = {  # name -> Step options; "before" first: the others are compared wi
 
 # ---- data ----------------------------------------------------------------------------------------
 def tokenizer(path, vocab_size):
-    from course_utils.tokenization import SubwordTokenizer, train_bpe
     path = Path(path.format(vocab=vocab_size))
     if path.exists():
         return SubwordTokenizer.load(path)
-    load_multi30k = course_function("load_multi30k", "course_utils.data.multi30k")
     tok = train_bpe((s for pair in load_multi30k("train") for s in pair), vocab_size=vocab_size)
     path.parent.mkdir(parents=True, exist_ok=True)
     tok.save(path)
@@ -76,22 +80,14 @@ def tokenizer(path, vocab_size):
 
 
 def real_batches(cfg, tok, n):
-    """The first n bucketed batches of an epoch of Multi30k's training pairs, collated."""
-    load_multi30k = course_function("load_multi30k", "course_utils.data.multi30k")
-    pairs = load_multi30k("train")
-    src = tok.encode_batch([de for de, _ in pairs])
-    tgt = tok.encode_batch([en for _, en in pairs], bos=True, eos=True)
-    keep = [i for i in range(len(pairs)) if len(src[i]) <= cfg.max_tokens_per_sentence
-            and len(tgt[i]) <= cfg.max_tokens_per_sentence + 1]
-    lengths = [max(len(src[i]), len(tgt[i]) - 1) for i in keep]
-    sampler = BucketBatchSampler(lengths, max_tokens=cfg.batch_tokens, shuffle=True, seed=0)
+    """The first n bucketed batches of an epoch of Multi30k's training pairs, as the trainer builds them
+    (course_utils.data.batch.collate), with their real-token counts."""
+    pairs = encode_pairs(tok, load_multi30k("train"), cfg.max_tokens_per_sentence)
     batches = []
-    for idx in list(sampler)[:n]:
-        s = pad_sequences([src[keep[i]] for i in idx], PAD)
-        t = pad_sequences([tgt[keep[i]] for i in idx], PAD)
-        batches.append({"src": s, "tgt_in": t[:, :-1], "tgt_out": t[:, 1:],
-                        "tokens": int((s != PAD).sum() + (t[:, 1:] != PAD).sum()),
-                        "tgt_tokens": int((t[:, 1:] != PAD).sum())})
+    for idx in list(batch_sampler(pairs, cfg.batch_tokens, epoch=0, seed=0))[:n]:
+        b = collate([pairs[i] for i in idx])
+        batches.append({"src": b.src, "tgt_in": b.tgt_in, "tgt_out": b.tgt_out,
+                        "tokens": b.src_tokens + b.tgt_tokens, "tgt_tokens": b.tgt_tokens})
     return batches
 
 
@@ -139,27 +135,6 @@ class LabelSmoothedLoss(torch.autograd.Function):
 def label_smoothed_loss(logits, target, eps, pad_id=PAD):
     """logits (..., V), target (...) -> summed label-smoothed loss over the non-pad targets."""
     return LabelSmoothedLoss.apply(logits.reshape(-1, logits.size(-1)), target.reshape(-1), eps, pad_id)
-
-
-# glibc returns every freed block above 32 MB to the system (mmap / munmap), so each step pays page
-# faults again for its big temporaries (the (B*T, V) logits, their float copy and gradients).
-_LIBC = None
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_MMAP_MAX = -1, -3, -4
-
-
-def keep_freed_memory(on):
-    """on: no mmap, no trimming (memory freed by a step is reused by the next without page faults);
-    off: glibc's settings after warm-up (mmap above 32 MB, trim above 64 MB). Linux/glibc only."""
-    global _LIBC
-    import ctypes
-    _LIBC = _LIBC or ctypes.CDLL("libc.so.6")
-    if on:
-        _LIBC.mallopt(M_MMAP_MAX, 0)
-        _LIBC.mallopt(M_TRIM_THRESHOLD, 1 << 30)
-    else:
-        _LIBC.mallopt(M_MMAP_MAX, 65536)
-        _LIBC.mallopt(M_MMAP_THRESHOLD, 32 << 20)
-        _LIBC.mallopt(M_TRIM_THRESHOLD, 64 << 20)
 
 
 class Step:
@@ -309,15 +284,16 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=12, help="timed steps per variant")
     p.add_argument("--batches", type=int, default=12, help="distinct real batches, used in turn")
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--tokenizer", default="/tmp/course_bench/bpe{vocab}.json")
+    p.add_argument("--tokenizer", default=tokenizer_path())
     p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, among: " + ", ".join(VARIANTS))
-    args = p.parse_args(argv)
+    p.add_argument("--tiny", action="store_true", help="seconds: the smoke preset, one step per variant")
+    args = shrink(p.parse_args(argv), preset="smoke", steps=1, batches=1)
     torch.set_num_threads(args.threads)
-    cfg = course_function("make_config")(args.preset)
+    cfg = make_config(args.preset)
     tok = tokenizer(args.tokenizer, cfg.vocab_size)
     batches = real_batches(cfg, tok, args.batches)
     torch.manual_seed(0)
-    base = course_function("build_model")(cfg, tok.vocab_size).train()
+    base = build_model(cfg, tok.vocab_size).train()
     padded = sum(b["src"].numel() + b["tgt_out"].numel() for b in batches)
     print(f"{args.preset} preset: d_model {cfg.d_model}, {cfg.num_heads} heads, {cfg.num_layers}+{cfg.num_layers} "
           f"layers, d_ff {cfg.d_ff}, vocabulary {tok.vocab_size}; batches of {cfg.batch_tokens} padded tokens "
@@ -328,6 +304,8 @@ def main(argv=None):
     shapes = {"x W_QKV (2048x256 @ 256x768)": (2048, 256, 768), "FFN in (2048x256 @ 256x1024)": (2048, 256, 1024),
               "FFN out (2048x1024 @ 1024x256)": (2048, 1024, 256), "logits (2048x256 @ 256x8000)": (2048, 256, 8000),
               "square 1024^3": (1024, 1024, 1024)}
+    if args.tiny:
+        shapes = {"square 64^3": (64, 64, 64)}
     peak = {}
     print("matrix product, GFLOP/s   bf16     fp32")
     for name, (M, K, N) in shapes.items():

@@ -5,6 +5,7 @@
     # a 1000-token vocabulary, 16 sentences of 32 tokens
     python benchmarks/transformer_step.py --steps 40 --d-model 512 --num-heads 8 --num-layers 6
     python benchmarks/transformer_step.py --threads 0    # torch's default number of threads
+    python benchmarks/transformer_step.py --tiny         # seconds: a tiny model, to check the script runs
 
 Both models get the same embeddings (× √d_model, sinusoidal positions), the same tied output layer,
 the same source/target padding masks plus the causal mask, the same batch, dropout and Adam. A step
@@ -18,15 +19,20 @@ The speed target is ratio <= 1.0.
 import argparse
 import math
 import statistics
+import sys
 import time
 import warnings
+from pathlib import Path
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.attention import PositionalEncoding
-from course_utils.transformer import Transformer
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import shrink  # noqa: E402
+
+from course_utils.attention import PositionalEncoding  # noqa: E402
+from course_utils.transformer import Transformer  # noqa: E402
 
 
 class TorchTransformerModel(nn.Module):
@@ -100,7 +106,9 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=1,
                    help="torch.set_num_threads; 0 keeps torch's default (on a shared, loaded machine "
                         "several threads spin against other jobs and every step gets many times slower)")
-    args = p.parse_args(argv)
+    p.add_argument("--tiny", action="store_true", help="seconds: a tiny model and batch, one step")
+    args = shrink(p.parse_args(argv), d_model=16, num_heads=2, num_layers=1, d_ff=32, batch_size=2, src_len=6,
+                  tgt_len=6, vocab=20, steps=1, warmup=0)
     if args.threads:
         torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore", message="enable_nested_tensor")

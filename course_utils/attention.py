@@ -1,21 +1,26 @@
 """Self-attention, multi-head attention and positional encodings (lessons 07 and 08).
 
     scaled_dot_product_attention(q, k, v, mask)   softmax(q kᵀ / √d_k) v, optional boolean mask
-    causal_mask(T)                                (T, T) bool, True on and below the diagonal
-    padding_mask(tokens, pad_id)                  (B, 1, 1, T) bool, True at real tokens
     MultiHeadAttention(d_model, num_heads)        equal to torch.nn.MultiheadAttention(batch_first=True)
-    sinusoidal_positional_encoding(max_len, d_model, interleaved=True)
-    PositionalEncoding / LearnedPositionalEncoding   add positions to embeddings, then dropout
+    sinusoidal_positional_encoding, PositionalEncoding, LearnedPositionalEncoding, apply_rope:
+                                                  defined in course_utils.positions, importable from here
+    apply_rope(x, positions)                      rotary positions (RoPE, lesson 12): pairs of features rotated
+    grouped_query_attention(q, k, v, mask)        h query heads share h_kv key/value heads (lesson 12)
 
-Masks are boolean, True = may attend (keep), False = masked out: the convention of
-`torch.nn.functional.scaled_dot_product_attention`. A query whose every key is masked gets zero
-weights and a zero output, never NaN.
+MultiHeadAttention takes two options of lesson 12, both off by default (then it is lesson 08's module):
+`num_kv_heads` (grouped-query attention; 1 = multi-query) and `rope=True` (rotary positions on the
+queries and keys of a self-attention).
 
-Without `need_weights` the attention goes through torch's fused kernel (flash / memory-efficient
-attention on a GPU), except on a CPU in bf16/fp16 or for a single query, where the explicit formula
-is faster; with `need_weights=True` it is computed step by step and the weights are returned (for
-plots). For decoding one token at a time, MultiHeadAttention keeps keys and values between steps
-(`project_kv`, `attend_cached`, `extend_cache`: a key/value cache, lesson 10).
+Masks (`course_utils.masks`: causal_mask, padding_mask) are boolean, True = may attend (keep), False =
+masked out: the convention of `torch.nn.functional.scaled_dot_product_attention`. A query whose every
+key is masked gets zero weights and a zero output, never NaN.
+
+Without `need_weights` the attention goes through torch's fused kernel (on a GPU, with a boolean mask,
+the memory-efficient one: the flash backend takes no mask; lesson 13 shows which kernel runs), except
+on a CPU in bf16/fp16 or for a single query, where the explicit formula is faster; with
+`need_weights=True` it is computed step by step and the weights are returned (for plots). For
+decoding one token at a time, MultiHeadAttention keeps keys and values between steps (`project_kv`,
+`attend_cached`, `extend_cache`: a key/value cache, lesson 10).
 """
 import math
 
@@ -23,11 +28,18 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .masks import check_mask
+from .masks import check_mask, masked_softmax
+from .positions import (  # noqa: F401 - lessons 08 and 12 import them from here too
+    LearnedPositionalEncoding,
+    PositionalEncoding,
+    apply_rope,
+    rope_angles,
+    sinusoidal_positional_encoding,
+)
 
-__all__ = ["scaled_dot_product_attention", "attention_weights", "causal_mask", "padding_mask",
-           "split_heads", "merge_heads", "MultiHeadAttention", "sinusoidal_positional_encoding",
-           "PositionalEncoding", "LearnedPositionalEncoding"]
+__all__ = ["scaled_dot_product_attention", "attention_weights", "split_heads", "merge_heads", "MultiHeadAttention",
+           "sinusoidal_positional_encoding", "PositionalEncoding", "LearnedPositionalEncoding",
+           "rope_angles", "apply_rope", "repeat_kv_heads", "grouped_query_attention"]
 
 _TORCH_VERSION = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
 # From torch 2.5 on, the CPU kernels return zeros (and finite gradients) for fully masked rows
@@ -35,7 +47,39 @@ _TORCH_VERSION = tuple(int(p) for p in torch.__version__.split("+")[0].split("."
 _CPU_SDPA_HANDLES_EMPTY_ROWS = _TORCH_VERSION >= (2, 5)
 
 
+def _check_tensors(**named):
+    """Each argument is a torch tensor; a NumPy array (or a list) is named, with the fix."""
+    for name, x in named.items():
+        if not torch.is_tensor(x):
+            raise TypeError(f"{name} must be a torch tensor, got {type(x).__name__}: convert it with "
+                            f"torch.as_tensor({name}, dtype=torch.float32)")
+
+
+def _check_num_heads(num_heads, d_model):
+    if not isinstance(num_heads, int) or num_heads < 1:
+        raise ValueError(f"num_heads must be a positive integer, got {num_heads!r}")
+    if d_model % num_heads:
+        raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
+
+
+def _check_position_mask(mask, B, T_q, T_k):
+    """A 2-D mask is (T_q, T_k), the same for every sequence. When the batch size equals T_q, a (B, T_k)
+    padding mask has that shape too and would be read as positions: refuse it unless it is a pattern of
+    positions (lower-triangular like a causal mask, or symmetric like a window)."""
+    if not torch.is_tensor(mask) or mask.dim() != 2:
+        return
+    if tuple(mask.shape) != (T_q, T_k):
+        raise ValueError(f"a 2-D mask must be (T_q, T_k) = ({T_q}, {T_k}), the same for every sequence, got "
+                         f"{tuple(mask.shape)}; a padding mask is (B, 1, 1, T_k): padding_mask(tokens, pad_id)")
+    square = T_q == T_k
+    if B == T_q and B > 1 and not (square and (torch.equal(mask, mask.tril()) or torch.equal(mask, mask.T))):
+        raise ValueError(f"a 2-D mask of shape {tuple(mask.shape)} is ambiguous here: the batch size is also "
+                         f"{B}. Pass a padding mask as (B, 1, 1, T_k) (padding_mask(tokens, pad_id), or "
+                         "mask[:, None, None, :]) and a mask over positions as mask[None, None] (1, 1, T_q, T_k)")
+
+
 def _check_qkv(q, k, v):
+    _check_tensors(q=q, k=k, v=v)
     if q.dim() < 2 or k.dim() != q.dim() or v.dim() != q.dim():
         raise ValueError(f"q, k, v must have the same number of dimensions (B, ..., T, d), got shapes "
                          f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
@@ -52,18 +96,13 @@ def attention_weights(q, k, mask=None):
     The softmax runs in float32 (also under bf16 autocast); the weights come back in q's dtype.
     """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, ..., T_q, T_k)
-    mask = check_mask(mask, scores.shape)
-    if mask is None:
-        return scores.softmax(dim=-1, dtype=torch.float32).to(scores.dtype)
-    has_key = mask.any(dim=-1, keepdim=True)                   # rows with at least one key allowed
-    scores = scores.masked_fill(~(mask | ~has_key), float("-inf"))  # fully masked rows stay finite...
-    return (scores.softmax(dim=-1, dtype=torch.float32) * has_key).to(scores.dtype)  # ...zeroed here (no NaN)
+    return masked_softmax(scores, mask)
 
 
 def _fused_kernel_is_slower(q):
     """On a CPU, torch's fused attention kernel (2.13) is slower than the explicit formula in bf16 or
     fp16 (4-6x at Multi30k's lengths, forward and backward, up to T = 256), and for ONE query (a
-    decoding step: 2-7x); measured with benchmarks/attention_kernels.py."""
+    decoding step: 2-7x), measured on torch 2.13 at the course's sizes."""
     return q.device.type == "cpu" and (q.dtype in (torch.bfloat16, torch.float16) or q.size(-2) == 1)
 
 
@@ -90,22 +129,6 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0, need_weights
     return out * has_key
 
 
-def causal_mask(T, device=None):
-    """(T, T) bool mask, True on and below the diagonal: position t may attend to positions <= t."""
-    return ~torch.triu(torch.ones(T, T, dtype=torch.bool, device=device), diagonal=1)
-
-
-def padding_mask(tokens, pad_id):
-    """(B, 1, 1, T) bool mask from token ids (B, T): True at real tokens, False at padding.
-
-    It broadcasts over heads and queries: every query may attend to every real key.
-    """
-    if not torch.is_tensor(tokens) or tokens.dim() != 2:
-        raise ValueError(f"tokens must be a (B, T) tensor of token ids, got "
-                         f"{tuple(tokens.shape) if torch.is_tensor(tokens) else type(tokens).__name__}")
-    return (tokens != pad_id)[:, None, None, :]
-
-
 def _rows(bias, start, stop):
     """bias[start:stop], or None for a layer without bias."""
     return None if bias is None else bias[start:stop]
@@ -113,16 +136,46 @@ def _rows(bias, start, stop):
 
 def split_heads(x, num_heads):
     """(B, T, d_model) -> (B, num_heads, T, d_head): head i gets features i*d_head ... (i+1)*d_head-1."""
+    _check_tensors(x=x)
+    if x.dim() != 3:
+        raise ValueError(f"split_heads takes x of shape (B, T, d_model), got {x.dim()}-D shape {tuple(x.shape)}"
+                         + (" (already split into heads?)" if x.dim() == 4 else ""))
     B, T, d_model = x.shape
-    if d_model % num_heads:
-        raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+    _check_num_heads(num_heads, d_model)
     return x.view(B, T, num_heads, d_model // num_heads).transpose(1, 2)
 
 
 def merge_heads(x):
     """(B, num_heads, T, d_head) -> (B, T, num_heads * d_head): the inverse of split_heads."""
+    _check_tensors(x=x)
+    if x.dim() != 4:
+        raise ValueError(f"merge_heads takes x of shape (B, num_heads, T, d_head), got {x.dim()}-D shape "
+                         f"{tuple(x.shape)}" + (" (not split into heads yet?)" if x.dim() == 3 else ""))
     B, h, T, d_head = x.shape
     return x.transpose(1, 2).reshape(B, T, h * d_head)
+
+
+# ---- lesson 12: grouped-query attention (rotary positions: course_utils.positions) ----------------
+def repeat_kv_heads(x, num_heads):
+    """(B, h_kv, T, d) -> (B, num_heads, T, d): query head j uses key/value head j // (num_heads / h_kv)."""
+    h_kv = x.size(1)
+    if num_heads % h_kv:
+        raise ValueError(f"num_heads={num_heads} must be a multiple of the key/value heads h_kv={h_kv}")
+    return x if h_kv == num_heads else x.repeat_interleave(num_heads // h_kv, dim=1)
+
+
+def grouped_query_attention(q, k, v, mask=None, dropout_p=0.0, need_weights=False):
+    """Attention of h query heads q (B, h, T_q, d) over h_kv key/value heads k, v (B, h_kv, T_k, d):
+    group g = h / h_kv consecutive query heads share one key/value head (h_kv = h: multi-head attention,
+    h_kv = 1: multi-query attention). Returns (B, h, T_q, d) (and the weights (B, h, T_q, T_k))."""
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise ValueError(f"q, k, v must be (B, heads, T, d_head), got shapes {tuple(q.shape)}, {tuple(k.shape)}, "
+                         f"{tuple(v.shape)}")
+    if k.size(1) != v.size(1) or q.size(1) % k.size(1):
+        raise ValueError(f"the {q.size(1)} query heads must be a multiple of the key/value heads; got "
+                         f"{k.size(1)} key and {v.size(1)} value heads")
+    k, v = repeat_kv_heads(k, q.size(1)), repeat_kv_heads(v, q.size(1))  # (B, h, T_k, d)
+    return scaled_dot_product_attention(q, k, v, mask, dropout_p, need_weights)
 
 
 class MultiHeadAttention(nn.Module):
@@ -134,15 +187,30 @@ class MultiHeadAttention(nn.Module):
     torch.nn.MultiheadAttention, whose weights `load_from_torch` copies; with the same weights
     both give the same outputs. The last weights (B, h, T_q, T_k) are kept on `self.attn_weights`
     when `need_weights=True` or `self.store_weights = True` (that path does not use the fused kernel).
+
+    Lesson 12's options (off by default):
+    num_kv_heads  h_kv key/value heads, each shared by h / h_kv query heads (grouped-query attention;
+                  1 = multi-query): W_K, W_V have h_kv * d_head rows, the cache holds h_kv heads.
+    rope          rotate the queries and keys by their positions (apply_rope; self-attention only):
+                  0 .. T-1 in `forward`, t for the newest position in `extend_cache`.
     """
 
-    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
+    def __init__(self, d_model, num_heads, dropout=0.0, bias=True, num_kv_heads=None, rope=False,
+                 rope_base=10000.0):
         super().__init__()
-        if d_model % num_heads:
-            raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
+        _check_num_heads(num_heads, d_model)
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        if num_kv_heads < 1 or num_heads % num_kv_heads:
+            raise ValueError(f"num_heads={num_heads} must be divisible by num_kv_heads={num_kv_heads} (each "
+                             "key/value head serves the same number of query heads)")
         self.d_model, self.num_heads, self.d_head = d_model, num_heads, d_model // num_heads
+        if rope and self.d_head % 2:
+            raise ValueError(f"rope rotates pairs of features: d_head = d_model / num_heads must be even, got "
+                             f"{self.d_head}")
+        self.num_kv_heads, self.rope, self.rope_base = num_kv_heads, rope, rope_base
+        self.d_kv = num_kv_heads * self.d_head                       # rows of W_K and of W_V
         self.dropout = dropout
-        self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)  # [W_Q; W_K; W_V]
+        self.in_proj = nn.Linear(d_model, d_model + 2 * self.d_kv, bias=bias)  # [W_Q; W_K; W_V]
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)     # W_O
         self.store_weights = False
         self.attn_weights = None
@@ -157,9 +225,9 @@ class MultiHeadAttention(nn.Module):
     def _project(self, query, key, value):
         w, b = self.in_proj.weight, self.in_proj.bias
         if query is key and key is value:                           # self-attention: one matmul
-            return F.linear(query, w, b).chunk(3, dim=-1)
-        w_q, w_kv = w.split([self.d_model, 2 * self.d_model])
-        b_q, b_kv = b.split([self.d_model, 2 * self.d_model]) if b is not None else (None, None)
+            return F.linear(query, w, b).split([self.d_model, self.d_kv, self.d_kv], dim=-1)
+        w_q, w_kv = w.split([self.d_model, 2 * self.d_kv])
+        b_q, b_kv = b.split([self.d_model, 2 * self.d_kv]) if b is not None else (None, None)
         q = F.linear(query, w_q, b_q)
         if key is value:                                            # cross-attention: K, V together
             return (q,) + tuple(F.linear(key, w_kv, b_kv).chunk(2, dim=-1))
@@ -170,19 +238,30 @@ class MultiHeadAttention(nn.Module):
     def forward(self, query, key, value, mask=None, need_weights=False):
         """query (B, T_q, d_model), key/value (B, T_k, d_model); mask bool, broadcastable to
         (B, h, T_q, T_k) (a (B, T_q, T_k) mask is applied to every head). Returns (B, T_q, d_model)."""
+        _check_tensors(query=query, key=key, value=value)
         if query.dim() != 3 or query.size(-1) != self.d_model:
             raise ValueError(f"query must be (B, T_q, d_model={self.d_model}), got {tuple(query.shape)}")
         if key.dim() != 3 or key.shape != value.shape or key.size(-1) != self.d_model:
             raise ValueError(f"key and value must both be (B, T_k, d_model={self.d_model}), got "
                              f"{tuple(key.shape)} and {tuple(value.shape)}")
+        _check_position_mask(mask, query.size(0), query.size(1), key.size(1))
         if mask is not None and torch.is_tensor(mask) and mask.dim() == 3:
             mask = mask.unsqueeze(1)                                 # (B, 1, T_q, T_k): same for all heads
-        q, k, v = self._project(query, key, value)                  # each (B, T, d_model)
-        q, k, v = (split_heads(t, self.num_heads) for t in (q, k, v))  # each (B, h, T, d_head)
+        if self.rope and not (query is key and key is value):
+            raise ValueError("rope=True is for self-attention (query, key and value the same tensor): rotary "
+                             "positions compare the positions of one sequence")
+        q, k, v = self._project(query, key, value)                  # (B, T, d_model), k, v (B, T, h_kv d_head)
+        q = split_heads(q, self.num_heads)                          # (B, h, T, d_head)
+        k, v = split_heads(k, self.num_kv_heads), split_heads(v, self.num_kv_heads)  # (B, h_kv, T, d_head)
+        if self.rope:
+            positions = torch.arange(q.size(2), device=q.device)
+            q, k = apply_rope(q, positions, self.rope_base), apply_rope(k, positions, self.rope_base)
         return self._attend(q, k, v, mask, need_weights)
 
     def _attend(self, q, k, v, mask=None, need_weights=False):
-        """Projected heads q (B, h, T_q, d_head), k and v (B, h, T_k, d_head) -> (B, T_q, d_model) after W_O."""
+        """Projected heads q (B, h, T_q, d_head), k and v (B, h_kv, T_k, d_head) -> (B, T_q, d_model) after W_O."""
+        if self.num_kv_heads != self.num_heads:                     # grouped-query: share the K, V heads
+            k, v = repeat_kv_heads(k, self.num_heads), repeat_kv_heads(v, self.num_heads)
         dropout_p = self.dropout if self.training else 0.0
         if need_weights or self.store_weights:
             out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p, need_weights=True)
@@ -198,9 +277,11 @@ class MultiHeadAttention(nn.Module):
     def project_kv(self, memory):
         """K, V of `memory` (B, T_k, d_model), each (B, h, T_k, d_head): for a cross-attention, computed
         once per sentence and reused at every decoding step."""
+        if self.rope:
+            raise ValueError("project_kv is for cross-attention, which has no rotary positions (rope=True)")
         w_kv, b_kv = self.in_proj.weight[self.d_model:], _rows(self.in_proj.bias, self.d_model, None)
         k, v = F.linear(memory, w_kv, b_kv).chunk(2, dim=-1)        # each (B, T_k, d_model)
-        return split_heads(k, self.num_heads), split_heads(v, self.num_heads)
+        return split_heads(k, self.num_kv_heads), split_heads(v, self.num_kv_heads)
 
     def attend_cached(self, query, k, v, mask=None):
         """Queries (B, T_q, d_model) against keys and values already projected (project_kv), each
@@ -215,9 +296,14 @@ class MultiHeadAttention(nn.Module):
         cache: (K, V), each (B, h, t, d_head), the keys and values of positions 0..t-1 (None at the
         first step). x's key and value are appended; mask, broadcastable to (B, h, 1, t+1), may hide
         some of the t+1 keys. Returns (out (B, 1, d_model), (K, V) each (B, h, t+1, d_head)).
+        With num_kv_heads the cache holds h_kv heads; with rope, x is at position t (the cache's length).
         """
-        q, k, v = (split_heads(p, self.num_heads)                   # each (B, h, 1, d_head)
-                   for p in F.linear(x, self.in_proj.weight, self.in_proj.bias).chunk(3, dim=-1))
+        q, k, v = F.linear(x, self.in_proj.weight, self.in_proj.bias).split([self.d_model, self.d_kv, self.d_kv], -1)
+        q = split_heads(q, self.num_heads)                          # (B, h, 1, d_head)
+        k, v = split_heads(k, self.num_kv_heads), split_heads(v, self.num_kv_heads)  # (B, h_kv, 1, d_head)
+        if self.rope:
+            t = torch.tensor([0 if cache is None else cache[0].size(2)], device=x.device)  # x's position
+            q, k = apply_rope(q, t, self.rope_base), apply_rope(k, t, self.rope_base)
         if cache is not None:
             k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)  # (B, h, t+1, d_head)
         return self._attend(q, k, v, mask), (k, v)
@@ -225,6 +311,8 @@ class MultiHeadAttention(nn.Module):
     @torch.no_grad()
     def load_from_torch(self, mha):
         """Copy the weights of a torch.nn.MultiheadAttention (same d_model, heads, bias); returns self."""
+        if self.num_kv_heads != self.num_heads or self.rope:
+            raise ValueError("torch.nn.MultiheadAttention has neither grouped key/value heads nor rotary positions")
         if mha.embed_dim != self.d_model or mha.num_heads != self.num_heads:
             raise ValueError(f"torch module has d_model={mha.embed_dim}, num_heads={mha.num_heads}; "
                              f"this one has {self.d_model}, {self.num_heads}")
@@ -238,61 +326,7 @@ class MultiHeadAttention(nn.Module):
         return self
 
     def extra_repr(self):
-        return f"d_model={self.d_model}, num_heads={self.num_heads}, d_head={self.d_head}, dropout={self.dropout}"
-
-
-def sinusoidal_positional_encoding(max_len, d_model, interleaved=True):
-    """(max_len, d_model) sinusoidal positions of "Attention Is All You Need".
-
-    PE(pos, 2i) = sin(pos / 10000^(2i/d_model)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)).
-    interleaved=True puts sin and cos in alternate columns (the paper's formula);
-    interleaved=False puts all sines first, then all cosines (the same features, permuted).
-    """
-    if d_model % 2:
-        raise ValueError(f"d_model must be even for sin/cos pairs, got {d_model}")
-    pos = torch.arange(max_len, dtype=torch.float32)[:, None]             # (max_len, 1)
-    two_i = torch.arange(0, d_model, 2, dtype=torch.float32)              # (d_model/2,)
-    angle = pos / torch.pow(10000.0, two_i / d_model)                     # (max_len, d_model/2)
-    if interleaved:
-        pe = torch.zeros(max_len, d_model)
-        pe[:, 0::2], pe[:, 1::2] = torch.sin(angle), torch.cos(angle)
-        return pe
-    return torch.cat([torch.sin(angle), torch.cos(angle)], dim=-1)
-
-
-class PositionalEncoding(nn.Module):
-    """x + PE[offset:offset+T], then dropout. x: (B, T, d_model); offset = the position of x's first
-    row (0, or t when decoding step t alone). The table is a buffer (saved, not trained)."""
-
-    def __init__(self, d_model, max_len=5000, dropout=0.0, interleaved=True):
-        super().__init__()
-        self.dropout = nn.Dropout(dropout)
-        self.register_buffer("pe", sinusoidal_positional_encoding(max_len, d_model, interleaved),
-                             persistent=False)
-
-    def forward(self, x, offset=0):
-        T = offset + x.size(1)
-        if T > self.pe.size(0):
-            raise ValueError(f"sequence length {T} exceeds max_len={self.pe.size(0)}: build the "
-                             "PositionalEncoding with a larger max_len (the sinusoids extend to any length)")
-        return self.dropout(x + self.pe[offset:T])
-
-
-class LearnedPositionalEncoding(nn.Module):
-    """x + P[:T] with P a trained (max_len, d_model) table (BERT, GPT-2), then dropout.
-
-    Unlike the sinusoids it cannot represent positions >= max_len that it never saw in training.
-    """
-
-    def __init__(self, d_model, max_len=512, dropout=0.0):
-        super().__init__()
-        self.dropout = nn.Dropout(dropout)
-        self.pe = nn.Embedding(max_len, d_model)
-        nn.init.normal_(self.pe.weight, std=0.02)
-
-    def forward(self, x, offset=0):
-        T = offset + x.size(1)
-        if T > self.pe.num_embeddings:
-            raise ValueError(f"sequence length {T} exceeds max_len={self.pe.num_embeddings}: a learned "
-                             "table has no entry for positions it was not built with")
-        return self.dropout(x + self.pe.weight[offset:T])
+        extra = (f", num_kv_heads={self.num_kv_heads}" if self.num_kv_heads != self.num_heads else "") + \
+            (", rope=True" if self.rope else "")
+        return (f"d_model={self.d_model}, num_heads={self.num_heads}, d_head={self.d_head}, "
+                f"dropout={self.dropout}") + extra

@@ -15,7 +15,6 @@ attribute ((N, S), the last step's attention over the source), greedy search can
     tokens = greedy_decode(model, src, bos_id, eos_id, pad_id)     # (B, L) ids, no <bos>, <pad> after <eos>
     hyps = beam_search(model, src, bos_id, eos_id, pad_id, beam_size=5, length_penalty=0.6, n_best=3)
     hyps[b][0].tokens, hyps[b][0].score                            # best hypothesis of sentence b
-    translate_sentences(model, tok, ["Ein Hund rennt."], beam_size=5)   # text in, text out
 
 Beam search keeps the `beam_size` best prefixes by total log-probability
     score(y_1..y_t) = sum_i log p(y_i | y_<i, x)
@@ -25,17 +24,21 @@ A finished hypothesis stays in its beam, extended by <pad> at log-probability 0,
 with the open ones at its final score. <pad> and <bos> are never generated. In both searches a
 sentence that is done (greedy: its <eos>; beam: every beam finished) leaves the batch
 (`reorder_decoding_state` keeps the other rows), so later steps cost only the sentences still going.
+
+Decoder-only models (lesson 12) sample their continuation of a prompt, with the same cache protocol
+(`start_decoding(prefix)` feeds the prefix, `decode_step` one token):
+
+    probs = sampling_distribution(logits, temperature=0.8, top_k=50, top_p=0.9)   # (N, V), sums to 1
+    y = sample_next(logits, temperature=0.8, top_p=0.9)                          # (N,) ids; 0 = greedy
+    new = generate(model, prompt, max_new_tokens=30, temperature=0.8, eos_id=2)  # (B, L) ids
 """
 import contextlib
 from typing import List, NamedTuple
 
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
-from .attention import padding_mask
-from .data.bucketing import pad_sequences
-from .metrics import corpus_bleu
+from .masks import padding_mask
 
 
 class Hypothesis(NamedTuple):
@@ -260,55 +263,92 @@ def sequence_log_prob(model, src, output, bos_id, pad_id=0):
 
 
 # ---------------------------------------------------------------------------------------------
-# Text in, text out (lesson 10): batches of sentences of similar length
+# Sampling, and generation with a decoder-only model (lesson 12)
 # ---------------------------------------------------------------------------------------------
-def _autocast(device, amp_dtype):
-    if amp_dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=torch.device(device).type, dtype=amp_dtype)
+def _check_sampling(temperature, top_k, top_p):
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature < 0:
+        raise ValueError(f"temperature must be a number > 0, or 0 for greedy decoding (the most probable token), "
+                         f"got {temperature!r}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        raise ValueError(f"top_k must be None (no filtering) or an integer >= 1, got {top_k!r}")
+    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float))
+                              or not 0 < top_p <= 1):
+        raise ValueError(f"top_p must be None (no filtering) or in (0, 1], got {top_p!r}")
+
+
+def sampling_distribution(logits, temperature=1.0, top_k=None, top_p=None):
+    """The distribution the next token is sampled from: (..., V) logits -> (..., V) probabilities (float32).
+
+    1. temperature T: softmax(logits / T); T = 0 is greedy decoding (all mass on the argmax);
+    2. top-k: keep the k largest logits (and any tied with the k-th), the others get probability 0;
+    3. top-p (nucleus, Holtzman et al. 2020), on the distribution left by 1-2: keep the smallest set of most
+       probable tokens whose mass reaches p (the token that crosses p included; tokens tied with the last
+       one kept are kept too, so the result does not depend on how a sort orders equal values); p = 1 keeps all;
+    then renormalise what is kept to sum to 1.
+    """
+    _check_sampling(temperature, top_k, top_p)
+    logits = logits.float()
+    if temperature == 0:                                              # greedy: one-hot on the argmax
+        return F.one_hot(logits.argmax(-1), logits.size(-1)).float()
+    z = logits / temperature                                          # temperature BEFORE the softmax
+    V = z.size(-1)
+    if top_k is not None and top_k < V:
+        kth = z.topk(top_k, dim=-1).values[..., -1:]                  # (..., 1) the k-th largest logit
+        z = z.masked_fill(z < kth, float("-inf"))
+    probs = z.softmax(dim=-1)
+    if top_p is not None and top_p < 1:
+        ranked = probs.sort(dim=-1, descending=True).values           # (..., V) largest first
+        before = (ranked.cumsum(-1) < top_p).sum(-1, keepdim=True)    # tokens whose mass so far stays below p
+        last = ranked.gather(-1, before.clamp(max=V - 1))             # the token that reaches p
+        probs = probs.masked_fill(probs < last, 0.0)
+    return probs / probs.sum(-1, keepdim=True)                        # renormalise
+
+
+def sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    """One token per row of logits (N, V), drawn from sampling_distribution (argmax when temperature = 0)."""
+    probs = sampling_distribution(logits, temperature, top_k, top_p)
+    if temperature == 0:
+        return probs.argmax(-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)   # (N,)
 
 
 @torch.no_grad()
-def translate_ids(model, src_ids, device=None, beam_size=1, length_penalty=0.6, n_best=1,
-                  batch_sentences=128, amp_dtype=None, show_progress=False, use_cache=True,
-                  pad_id=0, bos_id=1, eos_id=2):
-    """Decode lists of source ids; returns, per sentence, a list of n_best output id lists
-    (greedy when beam_size == 1 and n_best == 1). Sentences are batched by length."""
-    device = device or next(model.parameters()).device
-    order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
-    out = [None] * len(src_ids)
-    chunks = [order[i:i + batch_sentences] for i in range(0, len(order), batch_sentences)]
-    for chunk in tqdm(chunks, desc="decoding", disable=not show_progress, leave=False):
-        src = pad_sequences([src_ids[i] for i in chunk], pad_id).to(device)
-        with _autocast(device, amp_dtype):
-            if beam_size == 1 and n_best == 1:
-                ys = greedy_decode(model, src, bos_id, eos_id, pad_id, use_cache=use_cache)
-                results = [[strip_after_eos(row, eos_id, pad_id)] for row in ys.tolist()]
+def generate(model, prompt, max_new_tokens, temperature=1.0, top_k=None, top_p=None, eos_id=None, pad_id=0,
+             use_cache=True, generator=None):
+    """Continue `prompt` (B, T0) with a decoder-only model (e.g. gpt.GPT): (B, L) new tokens, L <= max_new_tokens.
+
+    Each step samples the next token (sample_next; temperature=0: greedy) and feeds it back. With the cache,
+    the prompt's keys and values are computed once and each step runs the layers on ONE position
+    (`start_decoding` / `decode_step`, lesson 10's cache); without it every step runs the model again on the
+    whole prefix (`model(prefix)[:, -1]`), the reference the cache is tested against. A row that has produced
+    `eos_id` is padded with `pad_id`; generation stops when every row has.
+    """
+    _check_sampling(temperature, top_k, top_p)
+    if not torch.is_tensor(prompt) or prompt.dim() != 2 or prompt.size(1) < 1:
+        raise ValueError(f"prompt must be a (B, T0) tensor of token ids with T0 >= 1 (e.g. just <bos>), got "
+                         f"{tuple(prompt.shape) if torch.is_tensor(prompt) else type(prompt).__name__}")
+    context = prompt.size(1) + max_new_tokens - 1                     # the last new token is never fed back
+    max_len = getattr(model, "max_len", None)
+    if max_len is not None and context > max_len:
+        raise ValueError(f"a prompt of {prompt.size(1)} tokens and {max_new_tokens} new ones need a context of "
+                         f"{context} positions, longer than the model's (max_len={max_len})")
+    B = prompt.size(0)
+    out = prompt.new_full((B, max_new_tokens), pad_id)
+    done = torch.zeros(B, dtype=torch.bool, device=prompt.device)
+    with _evaluating(model):
+        state = model.start_decoding(prompt[:, :-1]) if use_cache else None
+        y, prefix, steps = prompt[:, -1], prompt, 0
+        for t in range(max_new_tokens):
+            if use_cache:
+                logits, state = model.decode_step(y, state)          # (B, V), one position
             else:
-                hyps = beam_search(model, src, bos_id, eos_id, pad_id, beam_size=beam_size,
-                                   length_penalty=length_penalty, n_best=n_best, use_cache=use_cache)
-                results = [[h.tokens for h in sentence] for sentence in hyps]
-        for i, result in zip(chunk, results):
-            out[i] = result
-    return out
-
-
-def translate_sentences(model, tok, sentences, device=None, beam_size=1, length_penalty=0.6,
-                        n_best=1, batch_sentences=128, amp_dtype=None, show_progress=False, use_cache=True):
-    """German sentences -> English strings (n_best > 1: lists of strings); `tok` a SubwordTokenizer."""
-    single = isinstance(sentences, str)
-    sentences = [sentences] if single else list(sentences)
-    ids = translate_ids(model, tok.encode_batch(sentences), device, beam_size, length_penalty, n_best,
-                        batch_sentences, amp_dtype, show_progress, use_cache,
-                        pad_id=tok.pad_id, bos_id=tok.bos_id, eos_id=tok.eos_id)
-    texts = [[tok.decode(h) for h in hyps] for hyps in ids]
-    texts = [t[0] for t in texts] if n_best == 1 else texts
-    return texts[0] if single else texts
-
-
-def bleu_on(model, tok, text_pairs, device=None, beam_size=1, length_penalty=0.6, batch_sentences=128,
-            amp_dtype=None, show_progress=False):
-    """sacreBLEU of the model's translations of [(german, english)]; returns (BleuResult, hypotheses)."""
-    hyps = translate_sentences(model, tok, [de for de, _ in text_pairs], device, beam_size,
-                               length_penalty, 1, batch_sentences, amp_dtype, show_progress)
-    return corpus_bleu(hyps, [en for _, en in text_pairs]), hyps
+                logits = model(prefix)[:, -1]                         # (B, V), the whole prefix again
+            y = sample_next(logits, temperature, top_k, top_p, generator).masked_fill(done, pad_id)
+            out[:, t], steps = y, t + 1
+            if eos_id is not None:
+                done |= y == eos_id
+                if bool(done.all()):
+                    break
+            if not use_cache:
+                prefix = torch.cat([prefix, y[:, None]], dim=1)
+    return out[:, :steps]

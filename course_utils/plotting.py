@@ -106,23 +106,3 @@ def plot_learning_curves(curves, xlabel="step", ylabel="loss", title=None, logy=
         ax.legend()
     ax.grid(alpha=0.3)
     return ax
-
-
-def plot_run_history(history, path=None):
-    """A training run's curves (lesson 10): step-level training loss, loss per epoch, validation BLEU.
-
-    `history` is a run's history.json; with `path` the figure is saved there and closed.
-    """
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.5))
-    plot_learning_curves({"train (per step)": (history["step"], history["step_loss"])}, xlabel="step",
-                         ylabel="label-smoothed loss", title="training loss", ax=axes[0])
-    plot_learning_curves({"train": (history["epoch"], history["train_loss"]),
-                          "validation": (history["epoch"], history["val_loss"])}, xlabel="epoch",
-                         ylabel="label-smoothed loss", title="loss per epoch", ax=axes[1])
-    plot_learning_curves({"validation BLEU (greedy)": (history["epoch"], history["val_bleu"])},
-                         xlabel="epoch", ylabel="BLEU", title="validation BLEU", ax=axes[2])
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-    return fig

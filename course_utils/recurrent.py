@@ -27,7 +27,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .data.sequences import BOS_ID, EOS_ID, PAD_ID, by_length, collate
+from .data.batch import BOS_ID, EOS_ID, PAD_ID, collate
+from .data.sequences import by_length
 from .decoding import greedy_decode
 from .scores import AdditiveAttention, Attention
 

@@ -13,11 +13,12 @@ import json
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
+from .data.batch import BOS_ID, EOS_ID, PAD_ID
 from .files import atomic_write_text
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)
-PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(4)
+UNK_ID = 3   # after the course's one set of special ids (course_utils.data.batch)
 
 
 class SubwordTokenizer:

@@ -7,6 +7,7 @@ import importlib
 
 # name -> (module, function); the lesson that shows it is the name's prefix
 _REGISTRY = {
+    "01_lookup": ("lesson01", "lookup"),
     "02_encoder_decoder": ("lesson02", "encoder_decoder"),
     "03_attention_step": ("lesson03", "attention_step"),
     "04_score_functions": ("lesson04", "score_functions"),
@@ -19,8 +20,12 @@ _REGISTRY = {
     "08_multihead": ("lesson08", "multihead"),
     "09_transformer": ("lesson09", "transformer"),
     "10_beam_search": ("lesson10", "beam_search"),
+    "10_data_parallel": ("lesson10", "data_parallel"),
     "11_sagan": ("lesson11", "sagan"),
+    "11_vit": ("lesson11", "vit"),
     "11_snail": ("lesson11", "snail"),
+    "12_decoder_only": ("lesson12", "decoder_only"),
+    "13_tiling": ("lesson13", "tiling"),
 }
 
 NAMES = list(_REGISTRY)

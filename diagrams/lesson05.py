@@ -44,12 +44,15 @@ def ntm():
     for i, y in enumerate(row_y):
         text(ax, g.x1 + 0.1, y, f"{i}", fs=FS_SMALL, color=MUTED, ha="left")
 
-    # controller
+    # controller, and the output layer that reads [h_t, r_t]
     c = box(ax, 1.5, 2.65, 1.2, 1.2, "controller\n(LSTM)", role="op", fs=FS + 1, weight="bold")
     xin = box(ax, 0.38, 2.65, 0.44, 0.34, "$x_t$", fs=FS + 1)
     arrow(ax, xin.right, c.left)
-    yout = box(ax, 1.5, 1.25, 0.44, 0.34, "$y_t$", fs=FS + 1)
-    arrow(ax, c.bottom, yout.top)
+    o = box(ax, 1.22, 3.82, 1.0, 0.36, "output layer", role="op", fs=FS_SMALL)
+    arrow(ax, (o.cx, c.y1), o.bottom)
+    text(ax, o.cx - 0.06, (c.y1 + o.y0) / 2, "$h_t$", fs=FS_SMALL, ha="right")
+    yout = box(ax, 0.3, 3.82, 0.36, 0.34, "$y_t$", fs=FS + 1)
+    arrow(ax, o.left, yout.right)
 
     # heads
     rh = box(ax, 3.42, 3.95, 1.6, 0.62, "", role="op")
@@ -69,12 +72,15 @@ def ntm():
     # read: r_t above the grid, back to the controller
     r = vector(ax, gx, 4.55, M, cell=cell, role="output", orient="h")
     arrow(ax, g.top, r.bottom, color=out.edge, lw=1.5)
-    arrow(ax, r.left, (c.cx, r.cy), c.top, color=out.edge)
+    xr_in = 1.85                                          # r_t: to the output layer now ...
+    arrow(ax, r.left, (o.cx, r.cy), o.top, color=out.edge)
+    arrow(ax, (xr_in, r.cy), (xr_in, c.y1), color=out.edge)  # ... and to the controller at t+1
+    dot(ax, xr_in, r.cy, color=out.edge)
+    text(ax, xr_in + 0.07, (r.cy + c.y1) / 2 + 0.12, "at $t+1$", fs=FS_SMALL, color=out.text, ha="left")
     text(ax, r.cx, r.y1 + 0.15, "$r_t$", fs=FS + 1, color=out.text)
     text(ax, r.x1 + 0.12, r.cy, "read:\n" + r"$r_t = \Sigma_i\, w^r_t(i)\,\mathbf{M}_t(i)$",
          fs=FS_SMALL, ha="left", color=out.text, linespacing=1.4)
-    text(ax, 1.65, r.cy + 0.15, "$r_t$ goes to the output now and to the controller at $t+1$",
-         fs=FS_SMALL, color=MUTED, ha="left")
+    text(ax, 0.12, r.cy + 0.1, r"$y_t$ = linear($[h_t, r_t]$)", fs=FS_SMALL, color=MUTED, ha="left")
 
     # write: erase and add vectors below the grid
     ye = 1.18
@@ -181,10 +187,14 @@ def addressing():
     xg = b.cx + 0.38
     text(ax, xg, yp + 0.1, r"gate $g_t = %g$" % n["g"], fs=FS_SMALL, color=q.text)
     arrow(ax, (xg, yp - 0.05), (xg, b.y1))
-    mx0 = b.cx - 0.75                                    # small chart of w_{t-1}
-    bars(ax, mx0, yp - 0.35, n["w_prev"], 0.6, 0.45, vmax=1.0, gap=0.3, color=MUTED)
-    text(ax, mx0 + 0.3, yp + 0.26, "$w_{t-1}$", fs=FS_SMALL)
-    arrow(ax, (mx0 + 0.3, yp - 0.37), (mx0 + 0.3, b.y1))
+    mw = 0.96                                            # small chart of w_{t-1}, with its row axis
+    mx0 = b.cx - 0.62 - mw / 2
+    bars(ax, mx0, yp - 0.2, n["w_prev"], mw, 0.45, vmax=1.0, gap=0.3, color=MUTED)
+    for i in rows:
+        text(ax, mx0 + (i + 0.5) * mw / 8, yp - 0.3, str(i), fs=FS_SMALL - 1.5, color=MUTED)
+    text(ax, mx0 - 0.04, yp - 0.3, "row", fs=FS_SMALL - 1.5, color=MUTED, ha="right")
+    text(ax, mx0 + mw / 2, yp + 0.38, "$w_{t-1}$", fs=FS_SMALL)
+    arrow(ax, (b.x0 + 0.12, yp - 0.4), (b.x0 + 0.12, b.y1))
     b = boxes[2]
     sx0 = b.cx - 0.6
     bars(ax, sx0, yp - 0.35, n["s"], 0.5, 0.5, vmax=1.0, gap=0.3, color=q.edge)

@@ -5,7 +5,6 @@ from .style import (
     FS,
     FS_SMALL,
     INK,
-    MONO,
     MUTED,
     ROLES,
     WHITE,
@@ -119,9 +118,9 @@ def masks():
     hatch_edge = "#B5B5B5"
     centres = [1.95, 4.8, 7.65]
     yc = 2.05
-    grids = [(pad, "padding mask", "tokens != pad_id", "(B, 1, 1, T): hides pad keys"),
-             (causal, "causal mask", "~triu(ones(T, T), 1)", "(T, T): hides the future"),
-             (both, "combined (decoder)", "causal & padding", "(B, 1, T, T)")]
+    grids = [(pad, "padding mask", "True where key j is a real token", "(B, 1, 1, T): hides pad keys"),
+             (causal, "causal mask", "True where key j ≤ query t", "(T, T): hides the future"),
+             (both, "combined (decoder)", "True where both are True", "(B, 1, T, T)")]
     for g, (m, title, code, shape) in enumerate(grids):
         cx = centres[g]
         fills = [[allowed if m[i, j] else blocked for j in range(T)] for i in range(T)]
@@ -133,7 +132,7 @@ def masks():
             text(ax, b.x0 + (j + 0.5) * cell, b.y1 + 0.07, tk, fs=FS_SMALL, rotation=90,
                  va="bottom", color=MUTED if j >= n_real else INK)
         text(ax, cx, b.y1 + 0.72, title, fs=FS + 1, weight="bold")
-        text(ax, cx, b.y0 - 0.2, code, fs=FS_SMALL, family=MONO)
+        text(ax, cx, b.y0 - 0.2, code, fs=FS_SMALL)
         text(ax, cx, b.y0 - 0.44, shape, fs=FS_SMALL, color=MUTED)
         if g == 0:
             for i, tk in enumerate(tokens):

@@ -146,3 +146,40 @@ def beam_search():
                                    (("line", "#C9C9C9", "-", 1.0), "pruned")], ha="right")
     legend(ax, W - 0.2, yb - 0.1, [(("line", ACCENT, (0, (3, 2)), 1.8), "greedy path")], ha="right")
     return fig
+
+
+def data_parallel():
+    """Data parallelism: the global batch shared out to N replicas, gradients all-reduced, one step everywhere."""
+    from .style import arrow, container, rect
+
+    W, H = 9.0, 5.9
+    fig, ax = new_figure(W, H, "Data parallelism: N processes, N identical replicas, one averaged gradient")
+    cols = [1.75, 4.5, 7.25]
+    # the global batch, cut into the processes' parts
+    text(ax, W / 2, 5.22, "the global batch: batch_tokens padded tokens per optimizer step, cut into N parts",
+         fs=FS_SMALL, color=MUTED)
+    cell_w = 0.5
+    for r, cx in enumerate(cols):
+        for j in range(4):
+            rect(ax, cx - 2 * cell_w + j * cell_w + 0.02, 4.3, cell_w - 0.04, 0.3,
+                 fill=ROLES["encoder"].fill, edge=ROLES["encoder"].edge)
+        text(ax, cx, 4.82, f"part $\\mathcal{{B}}_{r}$ (micro-batches)", fs=FS_SMALL, color=ROLES["encoder"].text)
+        arrow(ax, (cx, 4.28), (cx, 3.98))
+        # one process: a replica of the model
+        container(ax, cx - 1.22, 2.02, 2.44, 1.92, role="decoder", label=f"process {r} (GPU {r})",
+                  label_side="top", fs=FS_SMALL)
+        box(ax, cx, 3.2, 1.9, 0.42, "replica of the model θ", role="op", fs=FS_SMALL)
+        box(ax, cx, 2.45, 1.9, 0.42, f"forward + backward: $g_{r}$", role="output", fs=FS_SMALL)
+        arrow(ax, (cx, 2.98), (cx, 2.67))
+        arrow(ax, (cx, 2.23), (cx, 1.72))
+        arrow(ax, (cx, 1.08), (cx, 0.78))
+        box(ax, cx, 0.55, 1.9, 0.42, "θ ← AdamW(θ, g)", role="op", fs=FS_SMALL)
+    # the all-reduce that averages the gradients
+    box(ax, W / 2, 1.4, W - 1.0, 0.62, "", role="norm")
+    text(ax, W / 2, 1.5, "all-reduce: every process receives   g = (g₀ + g₁ + g₂) / N", fs=FS, weight="bold",
+         color=ROLES["norm"].text)
+    text(ax, W / 2, 1.22, "(DDP, during backward, in buckets of ~25 MB; N = 3 here)", fs=FS_SMALL, color=MUTED)
+    line(ax, (cols[0] - 1.0, 0.24), (cols[-1] + 1.0, 0.24), color=ACCENT, lw=1.2)
+    text(ax, W / 2, 0.12, "the same g and the same step everywhere: the replicas stay identical",
+         fs=FS_SMALL, color=ACCENT)
+    return fig

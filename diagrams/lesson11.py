@@ -1,4 +1,4 @@
-"""Lesson 11: SAGAN's self-attention block and SNAIL's building blocks."""
+"""Lesson 11: SAGAN's self-attention block, the Vision Transformer and SNAIL's building blocks."""
 import numpy as np
 from matplotlib.patches import Circle
 
@@ -13,11 +13,13 @@ from .style import (
     Box,
     arrow,
     box,
+    container,
     line,
     matrix,
     mix,
     new_figure,
     op_circle,
+    outline,
     panel,
     rect,
     text,
@@ -56,9 +58,9 @@ def sagan():
     text(ax, 0.85, ymid - 0.62, "$x$:  $C \\times H \\times W$", fs=FS_SMALL)
     text(ax, 0.85, ymid - 0.85, "feature map", fs=FS_SMALL, color=MUTED)
 
-    specs = [("g", "query", "$g$: 1×1 conv", "$g(x)$ queries", r"$(d_{key},\ N)$", 2),
-             ("f", "key", "$f$: 1×1 conv", "$f(x)$ keys", r"$(d_{key},\ N)$", 2),
-             ("h", "value", "$h$: 1×1 conv", "$h(x)$ values", r"$(C,\ N)$", 4)]
+    specs = [("g", "query", "$g$: 1×1 conv", "$g(x)$ queries", r"$(\bar{C},\ N)$", 2),
+             ("f", "key", "$f$: 1×1 conv", "$f(x)$ keys", r"$(\bar{C},\ N)$", 2),
+             ("h", "value", "$h$: 1×1 conv", "$h(x)$ values", r"$(\bar{C},\ N)$", 2)]
     flat = {}
     for name, role, conv, lbl, shape, rows in specs:
         y = ys[name]
@@ -80,7 +82,7 @@ def sagan():
     # attention map
     ya = (ys["g"] + ys["f"]) / 2
     sc = box(ax, 5.55, ya, 1.15, 0.62, "", role="op")
-    text(ax, sc.cx, sc.cy + 0.12, r"$g(x)^\top f(x) / \sqrt{d_{key}}$", fs=FS_SMALL)
+    text(ax, sc.cx, sc.cy + 0.12, r"$g(x)^\top f(x) / \sqrt{\bar{C}}$", fs=FS_SMALL)
     text(ax, sc.cx, sc.cy - 0.14, "softmax over $i$", fs=FS_SMALL)
     arrow(ax, flat["g"].right, (sc.cx, ys["g"]), sc.top, color=q.edge)
     arrow(ax, flat["f"].right, (sc.cx, ys["f"]), sc.bottom, color=k.edge)
@@ -94,16 +96,18 @@ def sagan():
     text(ax, A.cx, A.y1 + 0.28, r"attention map $\alpha$", fs=FS_SMALL)
     text(ax, A.cx, A.y1 + 0.1, r"$(N,\ N)$, row $j$ = query pixel", fs=FS_SMALL, color=MUTED)
 
-    # read-out
-    mm = box(ax, 6.95, ys["h"], 0.62, 0.4, "", role="op")
+    # read-out, then the output map v back to C channels
+    mm = box(ax, 6.95, ys["h"], 0.5, 0.4, "", role="op")
     text(ax, mm.cx, mm.cy, r"$\Sigma_i$", fs=FS)
     arrow(ax, flat["h"].right, mm.left, color=v.edge)
     arrow(ax, A.bottom, mm.top)
-    o = _feature_map(ax, 7.75, ys["h"], 0.5, role="output", off=0.06)
-    arrow(ax, mm.right, (o.x0, ys["h"]), color=out.edge)
-    text(ax, 7.8, ys["h"] - 0.5, "$o$: $C \\times H \\times W$", fs=FS_SMALL, color=out.text)
+    vb = box(ax, 7.77, ys["h"], 0.88, 0.46, "$v$: 1×1 conv\n" r"$\bar{C} \to C$", role="op", fs=FS_SMALL,
+             linespacing=1.1)
+    arrow(ax, mm.right, vb.left, color=out.edge)
     gm = op_circle(ax, 8.6, ys["h"], "×γ", r=0.2, fs=FS_SMALL)
-    arrow(ax, (o.x1 + 0.02, ys["h"]), gm.left, color=out.edge)
+    arrow(ax, vb.right, gm.left, color=out.edge)
+    text(ax, (vb.x1 + gm.x0) / 2, ys["h"] + 0.16, "$o$", fs=FS, color=out.text)
+    text(ax, vb.cx, vb.y0 - 0.16, "$o$: $C \\times H \\times W$", fs=FS_SMALL, color=out.text)
     plus = op_circle(ax, 8.6, ymid + 0.35, "+", r=0.14, fs=FS + 2)
     arrow(ax, gm.top, plus.bottom)
     # residual from x
@@ -113,11 +117,93 @@ def sagan():
     text(ax, plus.x0 - 0.06, plus.cy + 0.22, "$y$", fs=FS + 2, ha="right")
 
     text(ax, W / 2, 0.62,
-         r"$\alpha_{j,i} = \mathrm{softmax}_i\,(g(x_j)^\top f(x_i) / \sqrt{d_{key}})$,    "
-         r"$o_j = \Sigma_i\, \alpha_{j,i}\, h(x_i)$,    $y = \gamma\, o + x$", fs=FS)
+         r"$\alpha_{j,i} = \mathrm{softmax}_i\,(g(x_j)^\top f(x_i) / \sqrt{\bar{C}})$,    "
+         r"$o_j = v\,(\Sigma_i\, \alpha_{j,i}\, h(x_i))$,    $y = \gamma\, o + x$", fs=FS)
     text(ax, W / 2, 0.3,
-         r"$\gamma$: a learned scalar, initialised at 0, so the block starts as the identity;   "
-         r"$d_{key} = C/8$   (the paper: no $\sqrt{d_{key}}$)", fs=FS_SMALL, color=MUTED)
+         r"$\gamma$: learned, initialised at 0 (the block starts as the identity);   $\bar{C} = C/8$ "
+         r"(Zhang et al., ICML 2019; the paper: no $\sqrt{\bar{C}}$)", fs=FS_SMALL, color=MUTED)
+    return fig
+
+
+def _image_with_patches(ax, x0, y0, size, pixels=8, patch=2):
+    """An 8×8 image (a rough digit) with its P×P patches outlined and numbered in row-major order."""
+    digit = ["..####..", ".#....#.", ".#....#.", "..####..", ".#....#.", ".#....#.", ".#....#.", "..####.."]
+    px = size / pixels
+    for i in range(pixels):
+        for j in range(pixels):
+            shade = "#9A9A9A" if digit[i][j] == "#" else WHITE
+            rect(ax, x0 + j * px, y0 + (pixels - 1 - i) * px, px, px, shade, edge="#D8D8D8", lw=0.4, zorder=3)
+    n = pixels // patch
+    for k in range(n + 1):
+        line(ax, (x0 + k * patch * px, y0), (x0 + k * patch * px, y0 + size), color=INK, lw=1.0, zorder=5)
+        line(ax, (x0, y0 + k * patch * px), (x0 + size, y0 + k * patch * px), color=INK, lw=1.0, zorder=5)
+    for r in range(n):
+        for c in range(n):
+            text(ax, x0 + (c + 0.5) * patch * px, y0 + size - (r + 0.5) * patch * px, str(r * n + c),
+                 fs=FS_SMALL, color=ACCENT, weight="bold", zorder=6)
+    return Box(x0 + size / 2, y0 + size / 2, size, size)
+
+
+def vit():
+    W, H = 9.0, 5.2
+    fig, ax = new_figure(W, H, "The Vision Transformer: an image as a sequence of patches")
+    enc, norm = ROLES["encoder"], ROLES["norm"]
+    ym = 2.85
+    N = 16
+
+    img = _image_with_patches(ax, 0.22, ym - 0.6, 1.2)
+    text(ax, img.cx, img.y0 - 0.16, "image $(C, H, W)$", fs=FS_SMALL)
+    text(ax, img.cx, img.y0 - 0.4, "$P \\times P$ patches,", fs=FS_SMALL, color=MUTED)
+    text(ax, img.cx, img.y0 - 0.62, "numbered row by row", fs=FS_SMALL, color=MUTED)
+
+    # patchify: one column per patch, (P, P, C) inside
+    fills = [[WHITE] * N for _ in range(4)]
+    Xp = matrix(ax, 3.0, ym, 4, N, cell=0.1, role="op", fills=fills)
+    arrow(ax, img.right, Xp.left)
+    text(ax, (img.x1 + Xp.x0) / 2, ym + 0.17, "patchify", fs=FS_SMALL)
+    text(ax, Xp.cx, Xp.y1 + 0.3, "patches $x_p^1, \\dots, x_p^N$", fs=FS_SMALL)
+    text(ax, Xp.cx, Xp.y1 + 0.1, "columns in order 0, 1, ..., 15", fs=FS_SMALL, color=MUTED)
+    text(ax, Xp.cx, Xp.y0 - 0.14, "$(P \\cdot P \\cdot C,\\ N)$", fs=FS_SMALL, color=MUTED)
+    text(ax, Xp.cx, Xp.y0 - 0.38, "each: $(P, P, C)$ flattened", fs=FS_SMALL, color=MUTED)
+
+    E = box(ax, 4.3, ym, 0.6, 0.44, "$E$", role="op", fs=FS)
+    arrow(ax, Xp.right, E.left)
+    text(ax, E.cx, E.y0 - 0.14, "linear", fs=FS_SMALL, color=MUTED)
+
+    # tokens: [CLS] first, then the N embedded patches; learned positions added
+    cls_fill = mix(ACCENT, WHITE, 0.75)
+    fills = [[cls_fill] + [enc.fill] * N for _ in range(6)]
+    Z = matrix(ax, 5.75, ym, 6, N + 1, cell=0.1, role="encoder", fills=fills)
+    arrow(ax, E.right, (Z.x0 + 0.1, ym))
+    outline(ax, Z.x0, Z.y0, 0.1, Z.h, color=ACCENT, lw=1.6, zorder=6)
+    text(ax, Z.x0 + 0.05, Z.y1 + 0.14, "[CLS]", fs=FS_SMALL, color=ACCENT, weight="bold")
+    text(ax, Z.cx + 0.3, Z.y1 + 0.14, "$x_p^n E$", fs=FS_SMALL, color=enc.text)
+    P = matrix(ax, 5.75, ym - 0.95, 1, N + 1, cell=0.1, role="norm")
+    plus = op_circle(ax, 5.75, ym - 0.55, "+", r=0.12, fs=FS + 1, role="norm")
+    arrow(ax, P.top, plus.bottom, color=norm.edge)
+    line(ax, plus.top, (5.75, Z.y0), color=norm.edge)
+    text(ax, P.cx, P.y0 - 0.16, "learned positions $E_{pos}$", fs=FS_SMALL, color=norm.text)
+    text(ax, Z.cx, P.y0 - 0.42, "$z_0$: $(d_{model},\\ N + 1)$", fs=FS_SMALL, color=MUTED)
+
+    # lesson 09's encoder
+    cont = container(ax, 6.95, ym - 1.05, 1.75, 2.1, role="encoder")
+    text(ax, cont.cx, cont.y1 - 0.22, "encoder", fs=FS, weight="bold", color=enc.text)
+    text(ax, cont.cx, cont.y1 - 0.45, "(lesson 09) × $L$", fs=FS_SMALL, color=enc.text)
+    box(ax, cont.cx, ym + 0.12, 1.2, 0.42, "multi-head\nself-attention", role="op", fs=FS_SMALL, linespacing=1.05)
+    box(ax, cont.cx, ym - 0.5, 1.2, 0.36, "feed-forward", role="op", fs=FS_SMALL)
+    text(ax, cont.cx, cont.y0 + 0.2, "pre-norm, then LayerNorm", fs=FS_SMALL, color=MUTED)
+    arrow(ax, Z.right, (cont.x0, ym))
+
+    # the head reads [CLS]
+    head = box(ax, cont.cx, 4.42, 1.2, 0.38, "head: linear", role="op", fs=FS_SMALL)
+    arrow(ax, (cont.cx, cont.y1), head.bottom, color=ACCENT)
+    text(ax, cont.cx + 0.08, (cont.y1 + head.y0) / 2, "$z_L^0$ ([CLS] only)", fs=FS_SMALL, color=ACCENT, ha="left")
+    text(ax, head.x0 - 0.1, head.cy, "10 logits", fs=FS_SMALL, ha="right")
+
+    text(ax, W / 2, 0.58, r"$z_0 = [\,x_{cls};\ x_p^1 E;\ \dots;\ x_p^N E\,] + E_{pos}$,    "
+         r"$z_L = \mathrm{Encoder}(z_0)$,    logits $= z_L^0\, W_{head} + b_{head}$", fs=FS)
+    text(ax, W / 2, 0.28, "no convolution: [CLS] gathers the image through attention over the patches "
+         "(Dosovitskiy et al., ICLR 2021)", fs=FS_SMALL, color=MUTED)
     return fig
 
 
@@ -198,8 +284,8 @@ def snail():
          linespacing=1.5)
 
     # ---------------- (b) TC block: receptive field ----------------
-    panel(ax, 0.12, 0.15, 8.76, 3.12, "TC block: dense blocks with dilations 1, 2, 4 "
-           "(up to $2^{n-1}$, $n = \\lceil \\log_2 T \\rceil$)")
+    panel(ax, 0.12, 0.15, 8.76, 3.12, "TC block: $\\lceil \\log_2 T \\rceil$ dense blocks, dilations 1, 2, 4, ...   "
+          "(the paper's pseudocode: 2, 4, 8, ...)")
     n_t = 8
     xs = [1.75 + 0.78 * t for t in range(n_t)]
     layers = [(0.75, "input", None), (1.38, "$d = 1$", 1), (2.01, "$d = 2$", 2), (2.64, "$d = 4$", 4)]

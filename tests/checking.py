@@ -41,3 +41,11 @@ def named(check, answer, words):
     assert re.search(words, outcome.message), outcome.message
     with pytest.raises(ExerciseError):
         check(answer)
+
+
+def one_message(text):
+    """True when `text` is ONE check message: a first line, then only its continuation lines (a long
+    message is wrapped between words; its continuation lines start with spaces)."""
+    lines = text.rstrip("\n").split("\n")
+    return bool(lines[0].strip()) and not lines[0].startswith(" ") and all(
+        line.startswith("  ") and line.strip() for line in lines[1:])

@@ -238,3 +238,54 @@ def test_positional_encoding_modules():
     assert learned(x).shape == (2, 5, 8) and learned.pe.weight.requires_grad
     with pytest.raises(ValueError, match="max_len"):
         LearnedPositionalEncoding(8, max_len=4)(x)
+
+
+# ---- bad input gets a clear error (issue: trust) --------------------------------------------------
+def test_numpy_arrays_are_named_with_the_fix():
+    import numpy as np
+
+    x = np.ones((1, 3, 4), dtype=np.float32)
+    with pytest.raises(TypeError, match=r"q must be a torch tensor, got ndarray: convert it with torch.as_tensor"):
+        scaled_dot_product_attention(x, x, x)
+    with pytest.raises(TypeError, match="query must be a torch tensor"):
+        MultiHeadAttention(4, 2)(x, x, x)
+
+
+def test_split_and_merge_heads_name_the_expected_shape():
+    with pytest.raises(ValueError, match=r"split_heads takes x of shape \(B, T, d_model\), got 4-D .*already split"):
+        split_heads(torch.zeros(2, 2, 3, 4), 2)
+    with pytest.raises(ValueError, match=r"merge_heads takes x of shape \(B, num_heads, T, d_head\), got 3-D"):
+        merge_heads(torch.zeros(2, 3, 4))
+    for bad in (0, -2):
+        with pytest.raises(ValueError, match="num_heads must be a positive integer"):
+            split_heads(torch.zeros(2, 3, 4), bad)
+        with pytest.raises(ValueError, match="num_heads must be a positive integer"):
+            MultiHeadAttention(8, bad)
+
+
+def test_a_padding_mask_given_as_b_by_t_k_is_refused_even_when_b_equals_t_q():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 2)
+    x = torch.randn(4, 4, 8)                                   # B = T_q = 4
+    keep = torch.tensor([[True] * 4, [True] * 3 + [False], [True] * 2 + [False] * 2, [True] * 4])
+    with pytest.raises(ValueError, match=r"ambiguous.*\(B, 1, 1, T_k\)"):
+        mha(x, x, x, mask=keep)
+    mha(x, x, x, mask=keep[:, None, None, :])                  # the documented shape
+    mha(x, x, x, mask=causal_mask(4))                          # a mask over positions stays accepted
+    with pytest.raises(ValueError, match=r"a 2-D mask must be \(T_q, T_k\)"):
+        mha(torch.randn(3, 4, 8), torch.randn(3, 5, 8), torch.randn(3, 5, 8), mask=torch.ones(3, 5, dtype=torch.bool))
+
+
+def test_numpy_helpers_name_mismatched_shapes():
+    import numpy as np
+
+    from course_utils import numpy_attention as npa
+
+    with pytest.raises(ValueError, match=r"the number of weights \(T\) and the number of vectors must match"):
+        npa.weighted_sum(np.ones(3), np.ones((4, 2)))
+    with pytest.raises(ValueError, match=r"Q's last size d_k and K's last size must match, got 3 and 4"):
+        npa.attention(np.ones((2, 3)), np.ones((5, 4)), np.ones((5, 2)))
+    with pytest.raises(ValueError, match=r"K's number of keys T_k and V's number of values must match"):
+        npa.single_query_attention(np.ones(3), np.ones((5, 3)), np.ones((4, 2)))
+    with pytest.raises(ValueError, match=r"h should be \(T, d\) \(2-D\)"):
+        npa.bahdanau_context(np.ones(3), np.ones(3))

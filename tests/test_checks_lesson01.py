@@ -1,25 +1,11 @@
 """Lessons 00–01: every check passes the reference and names the mistakes learners make most."""
-import re
 
 import numpy as np
 import pytest
 
 from course_utils import numpy_attention as ref
 from course_utils.checks import ExerciseError, lesson00, lesson01
-from tests.checking import prints_not_implemented
-
-
-def not_implemented(*args):
-    raise NotImplementedError()
-
-
-def named(check, answer, words):
-    """`check` rejects `answer` with a message containing `words` (a regular expression)."""
-    outcome = check.evaluate(answer)
-    assert outcome.status == "wrong", outcome.message
-    assert re.search(words, outcome.message), outcome.message
-    with pytest.raises(ExerciseError):
-        check(answer)
+from tests.checking import named, not_implemented, prints_not_implemented
 
 
 @pytest.mark.parametrize("check, reference", [

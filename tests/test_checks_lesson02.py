@@ -1,25 +1,12 @@
 """Lesson 02 checks: the reference passes, planted mistakes are named, a stub is 'not implemented'."""
-import re
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from course_utils import recurrent as ref
-from course_utils.checks import ExerciseError, lesson02
-from tests.checking import prints_not_implemented
-
-
-def not_implemented(*args):
-    raise NotImplementedError()
-
-
-def named(check, answer, words):
-    """`check` rejects `answer` with a message matching `words`."""
-    outcome = check.evaluate(answer)
-    assert outcome.status == "wrong" and re.search(words, outcome.message), outcome.message
-    with pytest.raises(ExerciseError):
-        check(answer)
+from course_utils.checks import lesson02
+from tests.checking import named, not_implemented, prints_not_implemented
 
 
 def encoder_forward(encoder, src, lengths):

@@ -1,5 +1,4 @@
 """Lesson 03 checks: the reference passes, planted mistakes are named, a stub is 'not implemented'."""
-import re
 
 import pytest
 import torch
@@ -7,19 +6,7 @@ import torch
 from course_utils import recurrent
 from course_utils import scores as ref
 from course_utils.checks import ExerciseError, lesson03
-from tests.checking import prints_not_implemented
-
-
-def not_implemented(*args):
-    raise NotImplementedError()
-
-
-def named(check, answer, words):
-    """`check` rejects `answer` with a message matching `words`."""
-    outcome = check.evaluate(answer)
-    assert outcome.status == "wrong" and re.search(words, outcome.message), outcome.message
-    with pytest.raises(ExerciseError):
-        check(answer)
+from tests.checking import named, not_implemented, prints_not_implemented
 
 
 def attention_decoder_step(decoder, y_prev, s_prev, h, mask):

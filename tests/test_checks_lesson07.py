@@ -114,3 +114,22 @@ def test_causal_mask_mistakes(mistake, symptom):
 def test_padding_mask_mistakes(mistake, symptom):
     with pytest.raises(ExerciseError, match=symptom):
         lesson07.padding_mask(mistake)
+
+
+def test_the_causal_mask_exercise_does_not_give_its_answer():
+    """Exercise 2 describes the mask; neither the learner's notebook (up to the exercise) nor the masks
+    diagram writes the code (`~torch.triu(...)`)."""
+    import inspect
+    import json
+    from pathlib import Path
+
+    import diagrams.lesson07
+
+    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "07_self_attention.ipynb")
+                    .read_text(encoding="utf-8"))
+    sources = ["".join(c["source"]) for c in nb["cells"]]
+    end = next(i for i, s in enumerate(sources) if "check.causal_mask(" in s)
+    before = "\n".join(sources[:end + 1])
+    for answer in ("triu", "tril"):
+        assert answer not in before, f"the learner's notebook names `{answer}` before the causal-mask exercise"
+        assert answer not in inspect.getsource(diagrams.lesson07.masks), f"the masks diagram shows `{answer}`"

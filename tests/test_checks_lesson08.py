@@ -5,11 +5,7 @@ import pytest
 
 from course_utils import attention as ref
 from course_utils.checks import ExerciseError, lesson08
-from tests.checking import prints_not_implemented
-
-
-def not_implemented(*args, **kwargs):
-    raise NotImplementedError()
+from tests.checking import not_implemented, prints_not_implemented
 
 
 def make_mha(scale="d_head", split="ok", merge="ok", out_proj=True, dim=-1, use_mask=True, store=True,
@@ -120,3 +116,26 @@ def test_multi_head_attention_needs_the_given_layers():
 def test_positional_encoding_mistakes(form, symptom):
     with pytest.raises(ExerciseError, match=symptom):
         lesson08.positional_encoding(lambda max_len, d_model: lesson08._pe(max_len, d_model, form).float())
+
+
+def test_merge_heads_is_checked_on_its_own(capsys):
+    """In the lesson, split_heads and merge_heads have a cell and a check each, and the merge_heads check
+    never uses the learner's split_heads: with split_heads wrong, merge_heads still gets its verdict."""
+    import json
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "08_multihead_positional.ipynb")
+                    .read_text(encoding="utf-8"))
+    code = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    split_check = next(s for s in code if "check.split_heads(" in s)
+    merge_check = next(s for s in code if "check.merge_heads(" in s)
+    assert split_check != merge_check, "split_heads and merge_heads must be checked in separate cells"
+    assert not any("def split_heads" in s and "def merge_heads" in s for s in code), \
+        "split_heads and merge_heads must be written in separate cells"
+    namespace = {"check": lesson08, "split_heads": lambda x, h: x.reshape(x.size(0), h, x.size(1), -1),
+                 "merge_heads": ref.merge_heads}               # a wrong split_heads, a right merge_heads
+    with pytest.raises(ExerciseError, match="cut across positions"):
+        exec(split_check, namespace)
+    capsys.readouterr()
+    exec(merge_check, namespace)
+    assert "✔" in capsys.readouterr().out

@@ -8,11 +8,7 @@ from course_utils.checks import lesson10 as check
 from course_utils.checks.core import ExerciseError
 from course_utils.decoding import beam_step
 from course_utils.training import label_smoothed_loss, noam_lr
-from tests.checking import prints_not_implemented
-
-
-def not_started(*args, **kwargs):
-    raise NotImplementedError()
+from tests.checking import not_implemented, prints_not_implemented
 
 
 # ---- noam_lr -----------------------------------------------------------------------------------
@@ -35,7 +31,7 @@ def test_noam_mistakes():
     with pytest.raises(ExerciseError, match="use min"):
         check.noam_lr(uses_max)
     with prints_not_implemented():
-        check.noam_lr(not_started)
+        check.noam_lr(not_implemented)
 
 
 # ---- label-smoothed loss -----------------------------------------------------------------------
@@ -71,7 +67,7 @@ def test_loss_mistakes():
     with pytest.raises(ExerciseError, match="ONE number"):
         check.label_smoothed_loss(per_token)
     with prints_not_implemented():
-        check.label_smoothed_loss(not_started)
+        check.label_smoothed_loss(not_implemented)
 
 
 # ---- beam step ---------------------------------------------------------------------------------
@@ -108,7 +104,7 @@ def test_beam_step_mistakes():
     with pytest.raises(ExerciseError, match=r"return 3 things, as `return new_scores, origin, token`"):
         check.beam_step(lambda s, lp, k: lp.flatten().topk(k))
     with prints_not_implemented():
-        check.beam_step(not_started)
+        check.beam_step(not_implemented)
 
 
 def test_reference_noam_is_finite_at_step_zero():

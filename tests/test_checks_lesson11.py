@@ -8,25 +8,22 @@ import torch.nn.functional as F
 
 from course_utils.checks import ExerciseError
 from course_utils.checks import lesson11 as check
-from course_utils.snail import causal_attention_block, causal_mask
-from course_utils.vision import SelfAttention2d, conv1x1, self_attention_2d
-from tests.checking import prints_not_implemented
-
-
-def not_implemented(*args, **kwargs):
-    raise NotImplementedError()
+from course_utils.masks import causal_mask
+from course_utils.snail import causal_attention_block
+from course_utils.vision import SelfAttention2d, conv1x1, patchify, self_attention_2d
+from tests.checking import not_implemented, prints_not_implemented
 
 
 # --- exercise 1: self_attention_2d -----------------------------------------------------------------
-def _attention_2d(x, W_f, W_g, W_h, softmax_dim=-1, scale="d_key", swap=False, transpose_first=True,
-                  normalise="sum", values="h", reshape=True):
+def _attention_2d(x, W_f, W_g, W_h, W_v, softmax_dim=-1, scale="d_key", swap=False, transpose_first=True,
+                  normalise="sum", values="h", reshape=True, output=True):
     B, C, H, W = x.shape
     k = conv1x1(x, W_f).flatten(2).transpose(1, 2)
     q = conv1x1(x, W_g).flatten(2).transpose(1, 2)
     v = conv1x1(x, W_h).flatten(2).transpose(1, 2) if values == "h" else x.flatten(2).transpose(1, 2)
     if swap:
         q, k = k, q
-    size = {"d_key": k.size(-1), "none": 1, "C_v": W_h.shape[0], "N": H * W, "C": C, "d_key²": k.size(-1) ** 2}[scale]
+    size = {"d_key": k.size(-1), "none": 1, "C̄": W_h.shape[0], "N": H * W, "C": C, "d_key²": k.size(-1) ** 2}[scale]
     scores = q @ k.transpose(1, 2) / math.sqrt(size)
     if normalise == "sum":
         weights = torch.softmax(scores, dim=softmax_dim)
@@ -36,27 +33,38 @@ def _attention_2d(x, W_f, W_g, W_h, softmax_dim=-1, scale="d_key", swap=False, t
         weights = torch.exp(scores)
     else:
         weights = scores
-    o = weights @ v
-    if reshape:
-        o = o.transpose(1, 2).reshape(B, -1, H, W) if transpose_first else o.reshape(B, -1, H, W)
-    return o, weights
+    read = weights @ v                                                  # (B, N, C̄)
+    if not reshape:
+        return (read @ W_v.T if output else read), weights
+    read = read.transpose(1, 2).reshape(B, -1, H, W) if transpose_first else read.reshape(B, -1, H, W)
+    if output and values == "h":
+        read = conv1x1(read, W_v)
+    return read, weights
 
 
 def test_self_attention_2d_accepts_reference():
     check.self_attention_2d(self_attention_2d)
 def test_self_attention_2d_accepts_conv2d_answer():
-    def with_conv2d(x, W_f, W_g, W_h):
+    def with_conv2d(x, W_f, W_g, W_h, W_v):
         B, C, H, W = x.shape
         f = nn.functional.conv2d(x, W_f[:, :, None, None]).view(B, -1, H * W)
         g = nn.functional.conv2d(x, W_g[:, :, None, None]).view(B, -1, H * W)
         h = nn.functional.conv2d(x, W_h[:, :, None, None]).view(B, -1, H * W)
         weights = torch.softmax(torch.bmm(g.transpose(1, 2), f) / f.size(1) ** 0.5, dim=2)
-        return torch.bmm(h, weights.transpose(1, 2)).view(B, -1, H, W), weights
+        read = torch.bmm(h, weights.transpose(1, 2)).view(B, -1, H, W)
+        return nn.functional.conv2d(read, W_v[:, :, None, None]), weights
     check.self_attention_2d(with_conv2d)
+def test_self_attention_2d_accepts_output_map_applied_to_the_values_first():
+    def values_mapped_first(x, W_f, W_g, W_h, W_v):      # W_v (Σ α h) = Σ α (W_v h): the same, by linearity
+        B, C, H, W = x.shape
+        _, weights = self_attention_2d(x, W_f, W_g, W_h, W_v)
+        v = conv1x1(x, W_v @ W_h).flatten(2).transpose(1, 2)
+        return (weights @ v).transpose(1, 2).reshape(B, C, H, W), weights
+    check.self_attention_2d(values_mapped_first)
 @pytest.mark.parametrize("kwargs, symptom", [
     (dict(softmax_dim=1), "normalised over the queries"),
     (dict(scale="none"), "not divided by √d_key"),
-    (dict(scale="C_v"), r"divided by √C_v \(the size of a value\)"),
+    (dict(scale="C̄"), r"divided by √C̄ \(the channels of a value\)"),
     (dict(scale="N"), r"divided by √N \(the number of pixels\)"),
     (dict(scale="C"), r"divided by √C \(the channels of x\)"),
     (dict(scale="d_key²"), "divided by d_key, not by its square root"),
@@ -64,8 +72,10 @@ def test_self_attention_2d_accepts_conv2d_answer():
     (dict(normalise="none"), "not normalised"),
     (dict(normalise="scores"), "the scores themselves"),
     (dict(swap=True), "queries and keys are swapped"),
+    (dict(output=False), "the output map W_v is missing"),
     (dict(transpose_first=False), "scrambled"),
-    (dict(reshape=False), r"o is still \(B, N, C_v\)"),
+    (dict(reshape=False), r"o is still \(B, N, C\)"),
+    (dict(reshape=False, output=False), r"o is still \(B, N, C̄\)"),
     (dict(values="x"), "mixes x itself, not the values"),
 ])
 def test_self_attention_2d_rejects_mistakes(kwargs, symptom):
@@ -88,21 +98,29 @@ def test_self_attention_2d_not_implemented():
 
 
 # --- exercise 2: SelfAttention2d (the γ-residual) --------------------------------------------------
-def _block(gamma_init=0.0, residual="x + γo", as_parameter=True, keep_weights=True, gamma_shape=(1,), swap=False):
-    class Block(SelfAttention2d):
+def _block(gamma_init=0.0, residual="x + γo", as_parameter=True, keep_weights=True, gamma_shape=(1,), swap=False,
+           values=None, output=True, bias=False):
+    class Block(nn.Module):
         def __init__(self, channels):
-            super().__init__(channels)
-            if as_parameter:
+            super().__init__()
+            c_bar = channels // 8
+            self.f = nn.Conv2d(channels, c_bar, 1, bias=bias)
+            self.g = nn.Conv2d(channels, c_bar, 1, bias=bias)
+            self.h = nn.Conv2d(channels, values or c_bar, 1, bias=bias)
+            if output:
+                self.v = nn.Conv2d(values or c_bar, channels, 1, bias=bias)
+            if as_parameter == "buffer":
+                self.register_buffer("gamma", torch.full(gamma_shape, gamma_init))
+            elif as_parameter:
                 self.gamma = nn.Parameter(torch.full(gamma_shape, gamma_init))
-            else:
-                del self.gamma
+            elif as_parameter is False:
                 self.gamma = torch.full((1,), gamma_init)
 
         def forward(self, x):
             W_f, W_g = self.f.weight[:, :, 0, 0], self.g.weight[:, :, 0, 0]
             if swap:
                 W_f, W_g = W_g, W_f
-            o, weights = self_attention_2d(x, W_f, W_g, self.h.weight[:, :, 0, 0])
+            o, weights = self_attention_2d(x, W_f, W_g, self.h.weight[:, :, 0, 0], self.v.weight[:, :, 0, 0])
             if keep_weights:
                 self.attn_weights = weights
             return {"x + γo": x + self.gamma * o, "γo": self.gamma * o, "x + o": x + o,
@@ -112,20 +130,20 @@ def _block(gamma_init=0.0, residual="x + γo", as_parameter=True, keep_weights=T
 
 def test_block_accepts_reference():
     check.self_attention_block(SelfAttention2d)
-def test_block_accepts_convs_with_bias():
-    class WithBias(nn.Module):
+def test_block_accepts_an_answer_written_from_scratch():
+    class FromScratch(nn.Module):
         def __init__(self, channels):
             super().__init__()
-            self.f, self.g = nn.Conv2d(channels, 2, 1), nn.Conv2d(channels, 2, 1)
-            self.h = nn.Conv2d(channels, channels, 1)
+            self.f, self.g = nn.Conv2d(channels, 2, 1, bias=False), nn.Conv2d(channels, 2, 1, bias=False)
+            self.h, self.v = nn.Conv2d(channels, 2, 1, bias=False), nn.Conv2d(2, channels, 1, bias=False)
             self.gamma = nn.Parameter(torch.zeros(1))
 
         def forward(self, x):
             B, C, H, W = x.shape
             k, q, v = self.f(x).flatten(2), self.g(x).flatten(2), self.h(x).flatten(2)
             self.attn_weights = torch.softmax(q.transpose(1, 2) @ k / math.sqrt(2), dim=-1)
-            return x + self.gamma * (v @ self.attn_weights.transpose(1, 2)).view(B, C, H, W)
-    check.self_attention_block(WithBias)
+            return x + self.gamma * self.v((v @ self.attn_weights.transpose(1, 2)).view(B, -1, H, W))
+    check.self_attention_block(FromScratch)
 @pytest.mark.parametrize("kwargs, symptom", [
     (dict(gamma_init=1.0), "γ should start at 0"),
     (dict(residual="γo"), "residual is missing"),
@@ -134,21 +152,18 @@ def test_block_accepts_convs_with_bias():
     (dict(residual="x + γx"), "o is missing"),
     (dict(swap=True), "keys and queries are swapped"),
     (dict(gamma_shape=(16,)), "one learned scalar"),
-    (dict(as_parameter=False), "not an nn.Parameter"),
+    (dict(as_parameter="buffer"), "not an nn.Parameter"),
+    (dict(as_parameter=False), "γ is missing from the module's parameters"),
+    (dict(as_parameter=None), "γ is missing from the module's parameters"),
     (dict(keep_weights=False), "self.attn_weights"),
+    (dict(values=16), r"self.h maps 16 channels to 16: .*C̄ = C/8 = 2"),
+    (dict(values=4), r"self.h \(values\) has weight of shape \(4, 16, 1, 1\), expected \(2, 16, 1, 1\)"),
+    (dict(output=False), "no 1×1 convolution self.v .*fourth 1×1 convolution"),
+    (dict(bias=True), "has a bias"),
 ])
 def test_block_rejects_mistakes(kwargs, symptom):
     with pytest.raises(ExerciseError, match=symptom):
         check.self_attention_block(_block(**kwargs))
-
-
-def test_block_rejects_missing_gamma():
-    class NoGamma(SelfAttention2d):
-        def __init__(self, channels):
-            super().__init__(channels)
-            del self.gamma
-    with pytest.raises(ExerciseError, match="no attribute `gamma`"):
-        check.self_attention_block(NoGamma)
 
 
 def test_block_not_implemented():
@@ -158,6 +173,61 @@ def test_block_not_implemented():
             raise NotImplementedError()
     with prints_not_implemented():
         check.self_attention_block(Stub)
+
+
+# --- exercise 3: patchify --------------------------------------------------------------------------
+def _patchify(images, P, mistake=None):
+    B, C, H, W = images.shape
+    N = (H // P) * (W // P)
+    if mistake == "reshape (B, H, W, C)":
+        return images.permute(0, 2, 3, 1).reshape(B, N, P * P * C)
+    if mistake == "reshape (B, C, H, W)":
+        return images.reshape(B, N, P * P * C)
+    if mistake == "channels in front":                    # unfold twice, then reshape without moving C
+        return images.unfold(2, P, P).unfold(3, P, P).reshape(B, N, P * P * C)
+    if mistake == "unfold":                                   # (C, P, P) order, as F.unfold gives it
+        return F.unfold(images, kernel_size=P, stride=P).transpose(1, 2)
+    if mistake == "transposed":
+        return patchify(images, P).transpose(1, 2)
+    x = images.reshape(B, C, H // P, P, W // P, P)
+    order = {None: (0, 2, 4, 3, 5, 1), "columns": (0, 4, 2, 3, 5, 1), "pixels by column": (0, 2, 4, 5, 3, 1),
+             "pixels by column, channels first": (0, 2, 4, 1, 5, 3)}[mistake]
+    return x.permute(*order).reshape(B, N, P * P * C)
+
+
+def test_patchify_accepts_reference():
+    check.patchify(patchify)
+def test_patchify_accepts_answers_written_otherwise():
+    def with_unfold(images, P):                          # F.unfold, then channels moved last
+        B, C, H, W = images.shape
+        cols = F.unfold(images, kernel_size=P, stride=P)                     # (B, C·P·P, N)
+        return cols.view(B, C, P * P, -1).permute(0, 3, 2, 1).reshape(B, -1, P * P * C)
+
+    def with_loops(images, P):
+        B, C, H, W = images.shape
+        rows = [images[:, :, r:r + P, c:c + P].permute(0, 2, 3, 1).reshape(B, -1)
+                for r in range(0, H, P) for c in range(0, W, P)]
+        return torch.stack(rows, dim=1)
+    check.patchify(with_unfold)
+    check.patchify(with_loops)
+@pytest.mark.parametrize("mistake, symptom", [
+    ("columns", "read in column order"),
+    ("unfold", r"flattened in \(C, P, P\) order"),
+    ("pixels by column", "read column by column: flatten each patch row by row"),
+    ("pixels by column, channels first", "column by column and channel by channel"),
+    ("reshape (B, H, W, C)", r"reshape mixes rows of different patches: \(B, H, W, C\)"),
+    ("reshape (B, C, H, W)", r"reshape mixes rows of different patches: \(B, C, H, W\)"),
+    ("channels in front", "reshape mixes different patches: .* channel axis still in front"),
+    ("transposed", "last two axes are swapped"),
+])
+def test_patchify_rejects_mistakes(mistake, symptom):
+    with pytest.raises(ExerciseError, match=symptom):
+        check.patchify(lambda images, P: _patchify(images, P, mistake))
+
+
+def test_patchify_not_implemented():
+    with prints_not_implemented():
+        check.patchify(not_implemented)
 
 
 # --- exercise 3: dense_block ----------------------------------------------------------------------

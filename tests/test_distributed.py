@@ -1,4 +1,5 @@
-"""course_utils.distributed: launch checks, batch arithmetic, DDP on 2 CPU processes (gloo).
+"""course_utils.translation.distributed: launch checks, batch arithmetic (batching.py), DDP on 2 CPU
+processes (gloo).
 
 The multi-process tests start `torchrun --nproc_per_node=2` on 127.0.0.1 with a free port and
 compare with one process holding the same global batch (accumulating the same micro-batches).
@@ -19,7 +20,13 @@ import pytest
 import torch
 import torch.distributed as torch_dist
 
-from course_utils import distributed as D
+from course_utils.training import sync_gradients, unwrap
+from course_utils.translation import batching as B
+from course_utils.translation import checkpoints
+from course_utils.translation import distributed as D
+from course_utils.translation.__main__ import main as translate_main
+from course_utils.translation.presets import ConfigError, make_config
+from course_utils.translation.trainer import train
 
 ROOT = Path(__file__).resolve().parents[1]
 RTOL = 1e-6
@@ -101,24 +108,24 @@ def test_more_processes_than_gpus_is_refused():
 # Batch arithmetic
 # ---------------------------------------------------------------------------------------------
 def test_global_batch_is_split_exactly_or_refused():
-    assert D.accumulation_steps(512, 64, 2) == 4
-    assert D.accumulation_steps(512, 64, 8) == 1
-    assert D.micro_batch_size(8192, 4, 2) == 1024
-    with pytest.raises(D.DistributedConfigError, match="not divisible by micro-batch 64 x 3 processes"):
-        D.accumulation_steps(512, 64, 3)
-    with pytest.raises(D.DistributedConfigError, match="cannot be split into 3 processes x 1"):
-        D.micro_batch_size(1000, 3, 1)
+    assert B.accumulation_steps(512, 64, 2) == 4
+    assert B.accumulation_steps(512, 64, 8) == 1
+    assert B.micro_batch_size(8192, 4, 2) == 1024
+    with pytest.raises(ConfigError, match="not divisible by micro-batch 64 x 3 processes"):
+        B.accumulation_steps(512, 64, 3)
+    with pytest.raises(ConfigError, match="cannot be split into 3 processes x 1"):
+        B.micro_batch_size(1000, 3, 1)
 
 
 def test_more_processes_than_data_is_refused():
-    D.check_enough_batches(8, 4, 2)
-    with pytest.raises(D.DistributedConfigError, match="fewer than one optimizer step"):
-        D.check_enough_batches(3, 4, 1)
+    B.check_enough_batches(8, 4, 2)
+    with pytest.raises(ConfigError, match="fewer than one optimizer step"):
+        B.check_enough_batches(3, 4, 1)
 
 
 def test_bucketed_batches_are_shared_out_evenly():
     """Every rank builds the same bucketed list and takes every world_size-th batch."""
-    from course_utils.data.bucketing import BucketBatchSampler
+    from course_utils.translation.batching import BucketBatchSampler
     lengths = torch.randint(3, 40, (300,), generator=torch.Generator().manual_seed(0)).tolist()
     make = lambda rank, n: BucketBatchSampler(lengths, max_tokens=128, seed=1, num_replicas=n, rank=rank)
     everything = make(0, 1).batches()
@@ -144,10 +151,10 @@ def test_checkpoint_holds_the_unwrapped_model(group_of_one, tmp_path):
     dist = group_of_one
     model = D.wrap_model(torch.nn.Linear(3, 2), dist)
     assert isinstance(model, torch.nn.parallel.DistributedDataParallel)
-    with D.sync_gradients(model, sync=False):
+    with sync_gradients(model, sync=False):
         model(torch.ones(1, 3)).sum().backward()
-    D.save_checkpoint({"model": D.unwrap(model).state_dict(), "step": 7}, tmp_path / "c.pt", dist)
-    ckpt = D.load_checkpoint(tmp_path / "c.pt", dist)
+    checkpoints.save({"model": unwrap(model).state_dict(), "step": 7}, tmp_path / "c.pt", dist)
+    ckpt, _ = checkpoints.load(tmp_path / "c.pt", dist)
     assert sorted(ckpt["model"]) == ["bias", "weight"], "keys must not start with 'module.'"
     torch.nn.Linear(3, 2).load_state_dict(ckpt["model"])      # loads into a plain model
     assert ckpt["step"] == 7 and not list(tmp_path.glob(".c.pt.*")), "no temporary file left"
@@ -156,14 +163,14 @@ def test_checkpoint_holds_the_unwrapped_model(group_of_one, tmp_path):
 # ---------------------------------------------------------------------------------------------
 # Two processes (torchrun, gloo) against one process with the same global batch
 # ---------------------------------------------------------------------------------------------
-# The demo of `python -m course_utils.distributed` (a tiny model, ~20 s more): RUN_SLOW=1.
+# The demo of `python -m course_utils.translation.distributed` (a tiny model, ~20 s more): RUN_SLOW=1.
 STEPS, SAVE_AT = 6, 3
 
 
 @pytest.fixture(scope="module")
 def two_processes(tmp_path_factory):
     out = tmp_path_factory.mktemp("ddp")
-    result = torchrun(2, "-m", "course_utils.distributed", "--steps", STEPS, "--batch-tokens", 512,
+    result = torchrun(2, "-m", "course_utils.translation.distributed", "--steps", STEPS, "--batch-tokens", 512,
                       "--micro-tokens", 64, "--json", out / "run.json", "--checkpoint", out / "ckpt.pt",
                       "--save-at", SAVE_AT, tmp=tmp_path_factory.mktemp("tmp"))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -211,7 +218,7 @@ def test_impossible_configuration_stops_with_one_clear_error(no_torchrun_env, ca
 def test_full_steps_cover_each_global_batch_once():
     everything = list(range(11))                                   # 11 micro-batches, ids = positions
     for world_size, accum in [(1, 4), (2, 2), (4, 1)]:
-        shards = [D.full_steps(everything[r::world_size], 11, world_size, accum) for r in range(world_size)]
+        shards = [B.full_steps(everything[r::world_size], 11, world_size, accum) for r in range(world_size)]
         assert {len(s) for s in shards} == {2}, "every rank must take the same number of steps"
         for s in range(2):
             step = sorted(b for shard in shards for b in shard[s])
@@ -219,7 +226,7 @@ def test_full_steps_cover_each_global_batch_once():
 
 
 # ---------------------------------------------------------------------------------------------
-# The lesson-10 pipeline: `torchrun --nproc_per_node=2 -m course_utils.translate --preset smoke`
+# The lesson-10 pipeline: `torchrun --nproc_per_node=2 -m course_utils.translation --preset smoke`
 # ---------------------------------------------------------------------------------------------
 # fp32 (--amp off) and no dropout, so that one process can reproduce the run exactly; a short run.
 SMOKE = ["--preset", "smoke", "--amp", "off", "--dropout", "0", "--epochs", "2", "--max-eval-pairs", "6",
@@ -233,13 +240,12 @@ def smoke_history(out):
 @pytest.fixture(scope="module")
 def translate_runs(tmp_path_factory):
     """Two processes x 1 micro-batch of 512 tokens, and one process x 2 micro-batches of 512."""
-    from course_utils import translate as tr
     two, one = tmp_path_factory.mktemp("smoke2"), tmp_path_factory.mktemp("smoke1")
-    result = torchrun(2, "-m", "course_utils.translate", *SMOKE, "--out", two, tmp=tmp_path_factory.mktemp("tmp"),
+    result = torchrun(2, "-m", "course_utils.translation", *SMOKE, "--out", two, tmp=tmp_path_factory.mktemp("tmp"),
                       timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     torch.set_num_threads(1)
-    assert tr.main([*SMOKE, "--out", str(one), "--accum-steps", "2"]) == 0
+    assert translate_main([*SMOKE, "--out", str(one), "--accum-steps", "2"]) == 0
     return two, one, result.stdout
 
 
@@ -259,10 +265,9 @@ def test_translate_on_two_processes_matches_one_process(translate_runs):
 
 @pytest.mark.multi30k
 def test_translate_checkpoint_of_two_processes_resumes_on_one(translate_runs):
-    from course_utils import translate as tr
     two, one, _ = translate_runs
-    cfg = tr.make_config("smoke", amp="off", dropout=0.0, epochs=3, max_eval_pairs=6, accum_steps=2)
-    runs = [tr.train(cfg, out, resume=True, show_progress=False, log=lambda *a: None)[2] for out in (two, one)]
+    cfg = make_config("smoke", amp="off", dropout=0.0, epochs=3, max_eval_pairs=6, accum_steps=2, beam_size=2)
+    runs = [train(cfg, out, resume=True, show_progress=False, log=lambda *a: None)[2] for out in (two, one)]
     assert runs[0]["epoch"] == [1, 2, 3]
     torch.testing.assert_close(torch.tensor(runs[0]["step_loss"]), torch.tensor(runs[1]["step_loss"]),
                                rtol=RTOL, atol=0.0)
@@ -277,17 +282,15 @@ def test_translate_checkpoint_of_two_processes_resumes_on_one(translate_runs):
 ])
 def test_translate_impossible_configuration_stops_before_training(args, words, tmp_path, capsys,
                                                                   no_torchrun_env):
-    from course_utils import translate as tr
-    assert tr.main(["--preset", "smoke", "--out", str(tmp_path), "--no-progress", *args]) == 2
+    assert translate_main(["--preset", "smoke", "--out", str(tmp_path), "--no-progress", *args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and words in err and err.count("\n") == 1
     assert not (tmp_path / "checkpoint.pt").exists()
 
 
 def test_translate_refuses_a_partial_torchrun_environment(tmp_path, capsys, no_torchrun_env, monkeypatch):
-    from course_utils import translate as tr
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "2")
-    assert tr.main(["--preset", "smoke", "--out", str(tmp_path), "--no-progress"]) == 2
+    assert translate_main(["--preset", "smoke", "--out", str(tmp_path), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "incomplete distributed environment" in err and "LOCAL_RANK, MASTER_ADDR, MASTER_PORT missing" in err

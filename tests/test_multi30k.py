@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from course_utils.data import multi30k
-from course_utils.data.bucketing import BucketBatchSampler, pad_sequences, padding_fraction, random_batches
+from course_utils.data.batch import pad
 from course_utils.data.multi30k import Multi30kError, load_multi30k
+from course_utils.translation.batching import BucketBatchSampler, padding_fraction, random_batches
 from tests import multi30k_rule
 
 pytest_plugins = ["pytester"]
@@ -328,6 +329,6 @@ def test_bucketing_epochs_and_replicas():
         BucketBatchSampler([5, 50], max_tokens=40)
 
 
-def test_pad_sequences():
-    out = pad_sequences([[5, 6, 7], [8]], pad_id=0)
+def test_pad():
+    out = pad([[5, 6, 7], [8]], pad_id=0)
     assert torch.equal(out, torch.tensor([[5, 6, 7], [8, 0, 0]]))

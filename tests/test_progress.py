@@ -14,8 +14,7 @@ from datetime import datetime
 import nbformat
 import pytest
 
-from course_utils import progress
-from course_utils.checks import ExerciseError, exercises, record
+from course_utils.checks import ExerciseError, exercises, progress, record
 from course_utils.checks import lesson00 as check
 
 
@@ -56,7 +55,8 @@ def test_every_check_records_lesson_exercise_status_message_and_time(progress_fi
     check.weighted_sum(right)
     entry = json.loads(progress_file.read_text())["outcomes"]["00/weighted_sum"]
     assert (entry["status"], entry["runs"]) == ("passed", 3) and entry["message"].startswith("✔")
-    assert capsys.readouterr().out.count("\n") == 2  # the notice and the tick: recording prints nothing
+    printed = capsys.readouterr()
+    assert printed.out.count("weighted sum") == 2 and not printed.err   # the notice and the tick; recording: nothing
 
 
 def test_course_progress_off_writes_nothing(progress_file, monkeypatch):
@@ -101,8 +101,71 @@ def test_a_damaged_progress_file_never_breaks_a_check_and_is_set_aside(progress_
     check.weighted_sum(right)
     assert "✔ weighted sum" in capsys.readouterr().out
     assert record.load()["00/weighted_sum"]["status"] == "passed"
-    if content != '{"outcomes": {"00/weighted_sum": 3}}':  # not JSON, or not a progress file: kept aside
-        assert progress_file.with_name("progress.json.damaged").read_text() == content
+    kept = progress_file.with_name("progress.json.damaged").read_text()
+    assert kept == content or json.loads(kept)["outcomes"] == {"00/weighted_sum": 3}
+
+
+BOGUS = {"01/softmax": {"status": "bogus", "message": "x"}, "01/attention": [1, 2],
+         "02/decoder_step": {"status": "wrong", "message": ["not", "text"]},
+         "02/encoder_forward": {"status": "passed", "runs": "many"},
+         "00/weighted_sum": {"status": "passed", "message": "✔ weighted sum: correct.", "title": "weighted sum",
+                             "time": "2026-01-01T00:00:00+00:00", "runs": 2}}
+
+
+def test_wrong_typed_entries_are_set_aside_with_one_warning(progress_file, capsys):
+    """A status that is not one, a list, a message that is not text: the table and the command still work,
+    the valid entries are kept, the others are kept aside once and named in one warning."""
+    progress_file.write_text(json.dumps({"version": 1, "outcomes": BOGUS}))
+    record._WARNED.clear()
+    assert set(record.load()) == {"00/weighted_sum"}
+    progress.show_progress()
+    assert progress.main(["01", "02"]) == 0
+    out, err = capsys.readouterr()
+    assert "in all: 1 of" in out and err.count("course progress:") == 1 and "4 entries of the wrong shape" in err
+    check.weighted_sum(right)             # the next record keeps them aside (never overwriting a backup) ...
+    kept = json.loads(progress_file.with_name("progress.json.damaged").read_text())["outcomes"]
+    assert set(kept) == set(BOGUS) - {"00/weighted_sum"}
+    saved = json.loads(progress_file.read_text())["outcomes"]
+    assert set(saved) == {"00/weighted_sum"} and saved["00/weighted_sum"]["runs"] == 3   # ... and goes on
+    result = subprocess.run([sys.executable, "-m", "course_utils.checks.progress"], capture_output=True, text=True,
+                            env=dict(os.environ, PYTHONIOENCODING="utf-8"))
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_second_damaged_file_never_overwrites_the_first_backup(progress_file, capsys):
+    for content in ["{first", "{second", "[3]"]:
+        progress_file.write_text(content)
+        check.weighted_sum(right)
+    assert progress_file.with_name("progress.json.damaged").read_text() == "{first"
+    assert progress_file.with_name("progress.json.damaged.1").read_text() == "{second"
+    assert progress_file.with_name("progress.json.damaged.2").read_text() == "[3]"
+    assert record.load()["00/weighted_sum"]["runs"] == 1
+
+
+def test_an_unwritable_place_warns_once_and_the_table_says_so(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("COURSE_PROGRESS", "on")
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    (tmp_path / "a_file").write_text("")
+    monkeypatch.setenv("COURSE_PROGRESS_FILE", str(tmp_path / "a_file" / "progress.json"))   # its folder is a file
+    record._WARNED.clear()
+    check.weighted_sum(right)
+    check.weighted_sum(right)
+    out, err = capsys.readouterr()
+    assert out.count("✔ weighted sum") == 2
+    assert err.count("your progress is not being recorded") == 1 and "a_file" in err
+    assert progress.main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Nothing is being recorded:") and "is a file, not a folder" in out and "Kept in" not in out
+
+
+def test_before_the_first_check_the_table_says_nothing_is_recorded_yet(progress_file, capsys):
+    assert progress.main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"No progress recorded yet: the first check you run starts {progress_file}")
+    check.weighted_sum(right)
+    capsys.readouterr()
+    assert progress.main([]) == 0
+    assert capsys.readouterr().out.startswith(f"Kept in {progress_file}.")
 
 
 def test_two_notebooks_checking_at_once_lose_nothing(progress_file):
@@ -127,18 +190,20 @@ def _outcomes():
                              "message": "○ attention in matrix form: not implemented yet."}}
 
 
-def test_the_text_table_has_lessons_down_exercises_across_and_counts():
+def test_the_text_table_names_every_exercise_and_explains_the_marks():
     rows = progress.summary(_outcomes())
     lines = progress.text_table(rows).splitlines()
     lessons = exercises()
-    width = max(len(checks) for checks in lessons.values())
-    assert lines[0].split() == ["lesson"] + [str(i) for i in range(1, width + 1)] + ["done"]
     assert [line.split()[0] for line in lines[1:len(lessons) + 1]] == list(lessons)
-    assert lines[1].split() == ["00", "✔", "1/1"]
-    marks = {c.exercise: m for c, m in zip(lessons["01"], lines[2].split()[1:-1])}
-    assert (marks["softmax"], marks["attention"]) == ("✘", "○") and lines[2].split()[-1] == f"0/{len(lessons['01'])}"
+    assert lines[1].split() == ["00", "1/1", "✔", "weighted_sum"]
+    words = lines[2].split()
+    marks = dict(zip(words[3::2], words[2::2]))
+    assert list(marks) == [c.exercise for c in lessons["01"]] and words[1] == f"0/{len(lessons['01'])}"
+    assert (marks["softmax"], marks["attention"], marks["bahdanau_context"]) == ("✘", "○", "·")
     total = sum(len(checks) for checks in lessons.values())
-    assert lines[len(lessons) + 1].startswith(f"in all: 1 of {total} exercises passed")
+    assert lines[len(lessons) + 1] == f"in all: 1 of {total} exercises passed"
+    assert lines[len(lessons) + 2].startswith("marks: ✔ passed, ✘ checked but not yet right, ○ checked but not written")
+    assert "· never checked" in lines[len(lessons) + 2]
     assert lines[-1] == "  ✘ lesson 01, softmax: weights do not sum to 1 over axis -1."   # what to fix, one line
 
 
@@ -149,13 +214,15 @@ def test_the_lesson_details_list_each_exercise():
     assert re.search(r"^ +\d ○ attention in matrix form: not implemented yet$", text, re.M)
 
 
-def test_the_html_table_marks_each_exercise_and_escapes_messages():
+def test_the_html_table_names_each_exercise_explains_the_marks_and_how_to_refresh():
     outcomes = _outcomes()
     outcomes["01/softmax"]["message"] = "✘ softmax: <b>'quoted'</b>"
     page = progress.html_table(progress.summary(outcomes))
     assert page.startswith("<table>") and page.count("<tr>") == len(exercises()) + 1
-    assert "title='softmax: &lt;b&gt;&#x27;quoted&#x27;&lt;/b&gt;'>✘</td>" in page
+    assert "title='softmax: &lt;b&gt;&#x27;quoted&#x27;&lt;/b&gt;'>✘ softmax</span>" in page
+    assert ">· bahdanau_context</span>" in page and ">○ attention</span>" in page
     assert f"1 of {sum(len(c) for c in exercises().values())} exercises passed" in page
+    assert "never checked" in page and "not written yet" in page and "run this cell again to refresh" in page
 
 
 def test_in_a_jupyter_kernel_checks_record_and_the_progress_cell_shows_html(tmp_path):
@@ -165,7 +232,7 @@ def test_in_a_jupyter_kernel_checks_record_and_the_progress_cell_shows_html(tmp_
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell("from course_utils.checks import lesson00 as check\n"
                                   "check.weighted_sum(lambda weights, vectors: weights @ vectors)"),
-        nbformat.v4.new_code_cell("from course_utils.progress import show_progress\nshow_progress()")])
+        nbformat.v4.new_code_cell("from course_utils.checks.progress import show_progress\nshow_progress()")])
     env = dict(os.environ, COURSE_PROGRESS="on", COURSE_PROGRESS_FILE=str(path), OMP_NUM_THREADS="1")
     env.pop("JPY_SESSION_NAME", None)
     NotebookClient(nb, timeout=300, kernel_name="python3").execute(env=env, cwd=str(tmp_path))
@@ -173,16 +240,19 @@ def test_in_a_jupyter_kernel_checks_record_and_the_progress_cell_shows_html(tmp_
     (shown,) = nb.cells[1].outputs
     page = shown["data"]["text/html"]
     assert shown["output_type"] == "display_data" and page.startswith("<table>")
-    assert re.search(r"<td>00</td><td [^>]*>✔</td>(<td></td>)*<td [^>]*>1/1</td>", page) and str(path) in page
+    assert re.search(r"<td>00</td><td [^>]*>1/1</td><td [^>]*><span [^>]*>✔ weighted_sum</span>", page)
+    assert str(path) in page
 
 
-def test_python_m_course_utils_progress_prints_the_table(progress_file):
-    check_output = subprocess.run([sys.executable, "-m", "course_utils.progress"], capture_output=True, text=True,
+@pytest.mark.parametrize("module", ["course_utils.checks.progress"])
+def test_python_m_progress_prints_the_table(progress_file, module):
+    check.weighted_sum(right)
+    check_output = subprocess.run([sys.executable, "-m", module], capture_output=True, text=True,
                                   env=dict(os.environ, PYTHONIOENCODING="utf-8"))
     assert check_output.returncode == 0, check_output.stderr
     out = check_output.stdout.splitlines()
-    assert out[0] == f"Kept in {progress_file}." and out[1].startswith("lesson   1  2")
-    assert re.match(r"in all: 0 of \d+ exercises passed", out[-1])
+    assert out[0] == f"Kept in {progress_file}." and out[1].startswith("lesson  done   exercises")
+    assert re.match(r"in all: 1 of \d+ exercises passed", out[-2]) and out[-1].startswith("marks: ")
 
 
 def test_the_table_says_when_recording_is_off(progress_file, monkeypatch, capsys):

@@ -47,3 +47,16 @@ def test_loader_covers_every_pair_once_per_epoch():
 def test_vocab_decode():
     vocab = D.Vocab(4)
     assert len(vocab) == 7 and vocab.decode([3, 4, 0, D.EOS_ID, 5]) == ["a", "b"]
+
+
+def test_one_way_to_batch_for_the_whole_course():
+    """Lessons 02-04 and lesson 10 batch with the same padding id, pad function, Batch type and collate."""
+    from course_utils import tokenization
+    from course_utils.data import batch
+    from course_utils.translation import data as translation_data
+    assert D.collate is batch.collate is translation_data.collate and D.pad is batch.pad and D.Batch is batch.Batch
+    assert (tokenization.PAD_ID, tokenization.BOS_ID, tokenization.EOS_ID) == (batch.PAD_ID, batch.BOS_ID, batch.EOS_ID)
+    b = batch.collate([([7, 8, 9], [5, 6]), ([7], [5])])             # lesson 10's pairs: plain id lists
+    assert b.tgt_in.tolist() == [[batch.BOS_ID, 5, 6], [batch.BOS_ID, 5, 0]]
+    assert b.tgt_out.tolist() == [[5, 6, batch.EOS_ID], [5, batch.EOS_ID, 0]]
+    assert (b.src_tokens, b.tgt_tokens) == (4, 5)

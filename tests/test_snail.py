@@ -14,6 +14,7 @@ from course_utils.snail import (
     causal_attention_block,
     causal_mask,
     make_next_token_batch,
+    reachable_lags,
     tc_dilations,
 )
 
@@ -77,6 +78,23 @@ def test_dense_and_tc_blocks_are_causal_and_grow_by_concatenation():
     assert tc(x).shape == (2, 9, 4 + 4 * 3) == (2, 9, tc.d_out)
     for t in (0, 4, 7):
         assert _future_does_not_leak(tc, x, t)
+
+
+def test_dilations_from_1_reach_every_lag_and_the_papers_literal_2_4_8_only_even_ones():
+    assert tc_dilations(13, first=2) == [2, 4, 8, 16]                  # DenseBlock(inputs, 2^i, D), i = 1..⌈log2 T⌉
+    assert reachable_lags(tc_dilations(13)) == list(range(16))
+    assert reachable_lags(tc_dilations(13, first=2)) == list(range(0, 31, 2))
+    assert reachable_lags([1, 3], kernel_size=3) == [0, 1, 2, 3, 4, 5, 6, 7, 8]
+    torch.manual_seed(7)
+    tc = TCBlock(2, seq_len=13, filters=2, first_dilation=2)
+    x = torch.randn(1, 13, 2, requires_grad=True)
+    tc(x)[0, 12, 2:].sum().backward()                                  # every new feature at step 12
+    reach = (x.grad[0].abs().sum(-1) > 0).nonzero().flatten().tolist()
+    assert reach == [0, 2, 4, 6, 8, 10, 12]                             # step 11 (lag 1) never reaches step 12
+    with pytest.raises(ValueError, match="first dilation"):
+        tc_dilations(8, first=0)
+    model = SNAIL(vocab_size=12, num_classes=5, seq_len=9, d_model=8, d_key=4, d_value=4, filters=4, first_dilation=2)
+    assert [b.conv_f.conv.dilation[0] for b in model.blocks[1].blocks] == [2, 4, 8, 16]
 
 
 def test_tc_block_sees_back_to_step_0():

@@ -5,12 +5,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_utils.data.translation import collate, to_device
+from course_utils.data.batch import collate
 from course_utils.precision import resolve_amp
-from course_utils.presets import make_config
-from course_utils.tokenization import BOS_ID, EOS_ID
-from course_utils.trainer import setup_state, translation_step
 from course_utils.training import TrainState, label_smoothed_loss, noam_lr, train, train_step, warmup_lr
+from course_utils.translation.presets import make_config
+from course_utils.translation.step import setup_state, translation_step
 
 
 def test_warmup_then_linear_decay_and_noam():
@@ -57,7 +56,7 @@ def fake_pairs(n=24, vocab=50, seed=0):
     for _ in range(n):
         s = torch.randint(4, vocab, (int(torch.randint(3, 9, (1,), generator=g)),), generator=g).tolist()
         t = torch.randint(4, vocab, (int(torch.randint(3, 9, (1,), generator=g)),), generator=g).tolist()
-        out.append((s, [BOS_ID] + t + [EOS_ID]))
+        out.append((s, t))                       # the target without <bos>/<eos>: collate adds them
     return out
 
 
@@ -68,7 +67,7 @@ def test_translation_step_on_cpu_with_each_precision(amp):
     state.total_steps = 100
     assert state.scaler.is_enabled() == (amp == "fp16")
     before = {k: v.clone() for k, v in state.raw_model.state_dict().items()}
-    loss = translation_step(state, [to_device(collate(fake_pairs()), state.device)])
+    loss = translation_step(state, [collate(fake_pairs()).to(state.device)])
     assert math.isfinite(loss) and state.step == 1 and state.items > 0
     assert any(not torch.equal(before[k], v) for k, v in state.raw_model.state_dict().items())
     assert state.optimizer.param_groups[0]["lr"] == pytest.approx(cfg.lr * 2 / cfg.warmup_steps)   # warming up
@@ -134,8 +133,8 @@ def test_gpu_preset_fp16_path_scales_steps_and_unscales_before_clipping():
     # an overflow (inf in the loss) skips the optimizer step and halves the scale
     weights = {k: v.clone() for k, v in state.raw_model.state_dict().items()}
     scale, step = state.scaler.get_scale(), state.step
-    bad = lambda model, b: model(b["src"], b["tgt_in"]).float().sum() * float("inf")   # noqa: E731
-    train_step(state, [batch], bad, count=lambda b: b["tgt_tokens"])
+    bad = lambda model, b: model(b.src, b.tgt_in).float().sum() * float("inf")   # noqa: E731
+    train_step(state, [batch], bad, count=lambda b: b.tgt_tokens)
     assert state.scaler.get_scale() == scale / 2 and state.step == step + 1
     assert all(torch.equal(weights[k], v) for k, v in state.raw_model.state_dict().items()), \
         "a step whose gradients overflowed must leave the weights alone"

@@ -88,9 +88,9 @@ def header_cells(name, learner):
 
 
 def progress_cell():
-    return _tagged("# Your progress through the course: ✔ passed, ✘ not yet right, ○ not started.\n"
-                   "# Every check you run records its outcome (see lesson 00); this table reads them.\n"
-                   "from course_utils.progress import show_progress\n"
+    return _tagged("# Your progress through the course (the legend under the table explains the marks).\n"
+                   "# Every check you run records its outcome (see lesson 00); run this cell again to refresh.\n"
+                   "from course_utils.checks.progress import show_progress\n"
                    "show_progress()", PROGRESS_TAG)
 
 

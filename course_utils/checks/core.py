@@ -179,7 +179,7 @@ def _warning_note(warned):
     return f" (a warning was raised while checking: {texts[0]}{more})"
 
 
-def wrap(message, width=88):
+def wrap(message, width=72):
     """`message` with line breaks between words, so that no frontend (JupyterLab, Colab, a terminal)
     breaks a word in two; continuation lines are indented."""
     lines = []
@@ -211,7 +211,7 @@ def call(fn, *args, **kwargs):
         raise ExerciseError(f"your function called exit() (SystemExit: {error.code}): return the result "
                             "instead of stopping Python.") from None
     except Exception as error:  # the learner's code crashed: show where, in their code
-        where = _learner_frames(error.__traceback__)
+        where = _learner_frames(error.__traceback__) or getattr(error, "learner_where", "")  # (the grader's)
         shapes = ", ".join(describe(a) for a in args)
         raise ExerciseError(
             f"your function raised {type(error).__name__}: {error}\n"

@@ -170,14 +170,15 @@ def causal_mask(fn):
         expect_close(to_numpy(mask).astype(float), to_numpy(masks.causal_mask(T)).astype(float),
                      f"causal_mask({T})", mistakes={
             "the mask is True above the diagonal, i.e. it allows the FUTURE: with True = may attend, "
-            "query t keeps keys 0..t, on and below the diagonal (`~torch.triu(ones, diagonal=1)`)":
+            "query t keeps keys 0..t, on and below the diagonal, and hides the keys above it":
                 torch.triu(ones, 1).float(),
             "the mask is transposed (True on and above the diagonal): rows are queries and columns keys, "
             "so row t must be True for columns 0..t": torch.triu(ones).float(),
-            "the diagonal is masked: a position may attend to itself (use diagonal=1 in torch.triu)":
+            "the diagonal is masked: a position may attend to itself (check the `diagonal` argument "
+            "of torch.tril / torch.triu)":
                 torch.tril(ones, -1).float(),
             "the mask is off by one: query t may also see key t+1, one step into the future (True on and "
-            "below the diagonal only: `~torch.triu(ones, diagonal=1)`)": torch.tril(ones, 1).float(),
+            "below the diagonal only)": torch.tril(ones, 1).float(),
             "the mask is all True, so it hides nothing: query t must not see the keys after t": ones.float(),
         })
         tests += 1

@@ -1,15 +1,16 @@
 """Checks for lesson 11 (attention beyond text), in the lesson's order: SAGAN's 1×1-convolution
-attention, the γ-residual block, SNAIL's dense block (a gated causal dilated convolution) and SNAIL's
-causal attention block. References: course_utils.vision and course_utils.snail."""
+attention, the γ-residual block, the Vision Transformer's patches, SNAIL's dense block (a gated causal
+dilated convolution) and SNAIL's causal attention block. References: course_utils.vision and
+course_utils.snail."""
 import math
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
-from ..snail import DenseBlock, causal_mask
+from ..masks import causal_mask, masked_softmax
 from ..snail import causal_attention_block as _ref_causal_block
 from ..vision import SelfAttention2d, conv1x1
+from ..vision import patchify as _ref_patchify
 from ..vision import self_attention_2d as _ref_attention_2d
 from .core import (
     ExerciseError,
@@ -24,12 +25,12 @@ from .core import (
     rng,
     single_threaded,
 )
-
-
-def _softmax_masked(scores, mask=None, dim=-1):
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    return torch.softmax(scores, dim=dim)
+from .snail_dense_block import (  # noqa: F401 - dense_block_reference: the tests use it
+    _dense_mistakes,
+    _expect_causal,
+    _future_mistakes,
+    dense_block_reference,
+)
 
 
 def _divided_by_max(scores, mask=None):
@@ -46,9 +47,14 @@ def _wrong_scales(raw, d_key, sizes, mask=None):
         if size != d_key:
             mistakes.setdefault(f"the scores are divided by √{name} ({what}), not by √d_key (the size of a query "
                                 "and a key): use math.sqrt(d_key), e.g. math.sqrt(k.size(-1)).",
-                                _softmax_masked(raw / math.sqrt(size), mask))
-    mistakes["the scores are divided by d_key, not by its square root √d_key."] = _softmax_masked(raw / d_key, mask)
+                                masked_softmax(raw / math.sqrt(size), mask))
+    mistakes["the scores are divided by d_key, not by its square root √d_key."] = masked_softmax(raw / d_key, mask)
     return mistakes
+
+
+def _image(read, B, H, W):
+    """(B, N, C) -> (B, C, H, W), pixels row-major."""
+    return read.transpose(1, 2).reshape(B, -1, H, W)
 
 
 # --- exercise 1: attention over the pixels of a feature map --------------------------------------
@@ -56,17 +62,19 @@ def _wrong_scales(raw, d_key, sizes, mask=None):
 @single_threaded
 def self_attention_2d(fn):
     tests = 0
-    # d_key, C_v, C, N = H·W and d_key² all differ, so that dividing by the wrong size shows
-    for seed, (B, C, H, W, d_key, C_v) in enumerate([(2, 8, 3, 5, 4, 6), (1, 5, 4, 4, 2, 3), (3, 6, 2, 7, 3, 5)]):
+    # d_key, C̄, C, N = H·W and d_key² all differ, so that dividing by the wrong size shows; C̄ ≠ C, so that
+    # a missing W_v shows in the shape
+    for seed, (B, C, H, W, d_key, C_bar) in enumerate([(2, 8, 3, 5, 4, 6), (1, 5, 4, 4, 2, 3), (3, 6, 2, 7, 3, 5)]):
         g = rng(110 + seed)
-        x, W_f, W_g, W_h = randn(g, B, C, H, W), randn(g, d_key, C), randn(g, d_key, C), randn(g, C_v, C)
+        x, W_f, W_g = randn(g, B, C, H, W), randn(g, d_key, C), randn(g, d_key, C)
+        W_h, W_v = randn(g, C_bar, C), randn(g, C, C_bar)
         N = H * W
-        ref_o, ref_w = _ref_attention_2d(x, W_f, W_g, W_h)
-        o, weights = expect_returns(call(fn, x, W_f, W_g, W_h), (ref_o, ref_w), ("o", "weights"))
+        ref_o, ref_w = _ref_attention_2d(x, W_f, W_g, W_h, W_v)
+        o, weights = expect_returns(call(fn, x, W_f, W_g, W_h, W_v), (ref_o, ref_w), ("o", "weights"))
         expect_shape(weights, (B, N, N), f"weights (for x of shape {(B, C, H, W)}, N = H·W = {N})")
         k = conv1x1(x, W_f).flatten(2).transpose(1, 2)              # (B, N, d_key)
         q = conv1x1(x, W_g).flatten(2).transpose(1, 2)              # (B, N, d_key)
-        v = conv1x1(x, W_h).flatten(2).transpose(1, 2)              # (B, N, C_v)
+        v = conv1x1(x, W_h).flatten(2).transpose(1, 2)              # (B, N, C̄)
         raw = q @ k.transpose(1, 2)                                 # (B, N, N), not yet scaled
         scores = raw / math.sqrt(d_key)
         mistakes = {
@@ -80,192 +88,185 @@ def self_attention_2d(fn):
             "the scores are not divided by √d_key: scale q·k by 1/math.sqrt(d_key) before the softmax.":
                 torch.softmax(raw, dim=-1),
         }
-        mistakes.update(_wrong_scales(raw, d_key, {"C_v": (C_v, "the size of a value"), "N": (N, "the number of "
-                                                   "pixels"), "C": (C, "the channels of x")}))
+        mistakes.update(_wrong_scales(raw, d_key, {"C̄": (C_bar, "the channels of a value"), "N": (N, "the number "
+                                                   "of pixels"), "C": (C, "the channels of x")}))
         expect_close(weights, ref_w, "weights", mistakes=mistakes)
         expect_distribution(weights, "weights (each query pixel's row)", axis=-1)
+        read = ref_w @ v                                            # (B, N, C̄)
         expect_close(o, ref_o, "o", mistakes={
-            "o has the right shape but its values are scrambled: weights @ v is (B, N, C_v); transpose it "
-            "to (B, C_v, N) before reshaping to (B, C_v, H, W).": (ref_w @ v).reshape(B, C_v, H, W),
-            f"o is still (B, N, C_v) = {(B, N, C_v)}: transpose it to (B, C_v, N) and reshape to (B, C_v, H, W).":
-                ref_w @ v,
-            "o uses the transposed weights: o_j = Σ_i weights[j, i] h_i, i.e. weights @ v.":
-                (ref_w.transpose(1, 2) @ v).transpose(1, 2).reshape(B, C_v, H, W),
-            "o mixes x itself, not the values: the values are h(x) = W_h x (conv1x1(x, W_h)).":
-                (ref_w @ x.flatten(2).transpose(1, 2)).transpose(1, 2).reshape(B, C, H, W),
+            f"o has C̄ = {C_bar} channels, not C = {C}: the output map W_v is missing. SAGAN's final form maps "
+            "the read-out back to C channels, o = conv1x1(read, W_v).": _image(read, B, H, W),
+            "o has the right shape but its values are scrambled: weights @ v is (B, N, C̄); transpose it "
+            "to (B, C̄, N) before reshaping to (B, C̄, H, W), then apply W_v.":
+                conv1x1(read.reshape(B, C_bar, H, W), W_v),
+            f"o is still (B, N, C) = {(B, N, C)}, pixels first: transpose to (B, C, N) and reshape to (B, C, H, W).":
+                read @ W_v.T,
+            f"o is still (B, N, C̄) = {(B, N, C_bar)}: transpose it to (B, C̄, N), reshape to (B, C̄, H, W), "
+            "then apply W_v.": read,
+            "o uses the transposed weights: read_j = Σ_i weights[j, i] h_i, i.e. weights @ v.":
+                conv1x1(_image(ref_w.transpose(1, 2) @ v, B, H, W), W_v),
+            "o mixes x itself, not the values: the values are h(x) = W_h x (conv1x1(x, W_h)), and W_v maps "
+            "their mixture back to C channels.": _image(ref_w @ x.flatten(2).transpose(1, 2), B, H, W),
         })
         tests += 1
     return tests
 
 
 # --- exercise 2: the block y = x + γ·o -------------------------------------------------------------
-def _attend_maps(query_map, key_map, value_map):
-    """Attention over positions given already projected maps (B, *, H, W)."""
-    B, _, H, W = value_map.shape
-    q, k, v = (m.flatten(2).transpose(1, 2) for m in (query_map, key_map, value_map))
-    weights = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(k.size(-1)), dim=-1)
-    return (weights @ v).transpose(1, 2).reshape(B, -1, H, W)
+def _block_output(params, x, swap=False):
+    """o of SAGAN's block whose state_dict is `params` (f, g, h, v weights (out, in, 1, 1))."""
+    W = {name: params[f"{name}.weight"][:, :, 0, 0] for name in "fghv"}
+    W_f, W_g = (W["g"], W["f"]) if swap else (W["f"], W["g"])
+    return _ref_attention_2d(x, W_f, W_g, W["h"], W["v"])[0]
 
 
 @exercise("SelfAttention2d (γ-residual block)", name="SelfAttention2d", reference=SelfAttention2d)
 @single_threaded
 def self_attention_block(cls):
     channels = 16
+    C_bar = channels // 8
     module = call(cls, channels)
     expect(isinstance(module, nn.Module), f"SelfAttention2d({channels}) should be an nn.Module, "
                                           f"got {type(module).__name__}.")
-    for name, what in (("f", "keys"), ("g", "queries"), ("h", "values")):
-        conv = getattr(module, name, None)
-        expect(isinstance(conv, nn.Conv2d) and tuple(conv.kernel_size) == (1, 1) and conv.in_channels == channels,
-               f"self.{name} ({what}) should be an nn.Conv2d({channels}, ..., kernel_size=1).")
-    expect(module.f.out_channels == module.g.out_channels,
-           f"self.f (keys) and self.g (queries) should have the same number of output channels, d_key "
-           f"(got {module.f.out_channels} and {module.g.out_channels}): q·k needs vectors of one size.")
-    expect(module.h.out_channels == channels,
-           f"self.h should map {channels} channels to {channels} (o is added to x), got {module.h.out_channels}.")
-    gamma = getattr(module, "gamma", None)
-    expect(gamma is not None, "the module has no attribute `gamma`: add self.gamma = nn.Parameter(torch.zeros(1)).")
-    expect(isinstance(gamma, nn.Parameter),
-           f"self.gamma is a {type(gamma).__name__}, not an nn.Parameter: the optimiser would never change it. "
-           "Use self.gamma = nn.Parameter(torch.zeros(1)).")
+    state = module.state_dict()
+    parameters = dict(module.named_parameters())
+    down, up = f"nn.Conv2d({channels}, {C_bar}, kernel_size=1)", f"nn.Conv2d({C_bar}, {channels}, kernel_size=1)"
+    expected = {"f.weight": ((C_bar, channels, 1, 1), "keys", down),
+                "g.weight": ((C_bar, channels, 1, 1), "queries", down),
+                "h.weight": ((C_bar, channels, 1, 1), "values", down),
+                "v.weight": ((channels, C_bar, 1, 1), "the output map", up)}
+    expect("gamma" in state,
+           "γ is missing from the module's parameters: add self.gamma = nn.Parameter(torch.zeros(1)).")
+    expect("gamma" in parameters, "self.gamma is not an nn.Parameter: the optimiser would never change it. "
+                                  "Use self.gamma = nn.Parameter(torch.zeros(1)).")
+    for key, (shape, what, conv) in expected.items():
+        name = key.split(".")[0]
+        expect(key in state, f"the module has no 1×1 convolution self.{name} ({what}): add self.{name} = {conv[:-1]}, "
+                             "bias=False)." + (" SAGAN's final form (ICML 2019) has a fourth 1×1 convolution v that "
+                                               "maps the read-out back to C channels." if name == "v" else ""))
+        got = tuple(state[key].shape)
+        if got != shape and name == "h" and got[:2] == (channels, channels):
+            raise ExerciseError(f"self.h maps {channels} channels to {channels}: in SAGAN's final form the values have "
+                                f"C̄ = C/8 = {C_bar} channels (self.h = {conv[:-1]}, bias=False)), and "
+                                "self.v maps them back to C.")
+        expect(got == shape, f"self.{name} ({what}) has weight of shape {got}, expected {shape}: use {conv[:-1]}, "
+                             "bias=False).")
+        expect(f"{name}.bias" not in state, f"self.{name} has a bias: SAGAN's 1×1 convolutions have none "
+                                            "(bias=False).")
+    gamma = state["gamma"]
     expect(gamma.numel() == 1, f"γ is one learned scalar, got a parameter of shape {tuple(gamma.shape)}: "
                                "use self.gamma = nn.Parameter(torch.zeros(1)).")
-    expect(bool(torch.all(gamma.detach() == 0)),
-           f"γ should start at 0 (it starts at {gamma.detach().flatten()[0].item():.3g}): the block must begin "
+    expect(bool(torch.all(gamma == 0)),
+           f"γ should start at 0 (it starts at {gamma.flatten()[0].item():.3g}): the block must begin "
            "as the identity, y = x, so that the untrained attention adds no noise.")
     g = rng(120)
+    params = {key: randn(g, *shape, scale=0.5) for key, (shape, _, _) in expected.items()}
     x = randn(g, 2, channels, 4, 5)
-    with torch.no_grad():
-        y0 = call(module, x)
-        expect_shape(y0, tuple(x.shape), "y")
-        o = _attend_maps(module.g(x), module.f(x), module.h(x))
-        o_swapped = _attend_maps(module.f(x), module.g(x), module.h(x))
-    expect_close(y0, x, "y at initialisation (γ = 0)", mistakes={
-        "y is 0 at initialisation: the residual is missing; return x + self.gamma * o.": torch.zeros_like(x),
-        "y = x + o at initialisation: γ is not used; return x + self.gamma * o.": x + o,
-        "y = o at initialisation: γ multiplies the wrong term; return x + self.gamma * o.": o,
-    })
-    with torch.no_grad():
-        gamma.fill_(0.5)
-        y = call(module, x)
-    expect_close(y, x + 0.5 * o, "y with γ = 0.5", mistakes={
-        "y = γ·o: the residual is missing; return x + self.gamma * o.": 0.5 * o,
-        "y = x + o: γ is not used; return x + self.gamma * o.": x + o,
-        "y = γ·x + o: γ multiplies the wrong term; return x + self.gamma * o.": 0.5 * x + o,
-        "keys and queries are swapped: pass self.f's matrix as W_f (the keys) and self.g's as W_g (the queries).":
-            x + 0.5 * o_swapped,
-        "y = x + γ·x: o is missing; add the attention output, x + self.gamma * o.": 1.5 * x,
-    }, atol=1e-4)
+    o, o_swapped = _block_output(params, x), _block_output(params, x, swap=True)
+    for gamma_value in (0.0, 0.5):
+        try:
+            module.load_state_dict({**params, "gamma": torch.full((1,), gamma_value)})
+        except (RuntimeError, KeyError) as error:
+            first_line = str(error).splitlines()[0][:160]
+            raise ExerciseError(f"the module's parameters could not be set: keep self.f, self.g, self.h, self.v and "
+                                f"self.gamma as the exercise names them ({first_line}).") from None
+        with torch.no_grad():
+            y = call(module, x)
+        expect_shape(y, tuple(x.shape), "y")
+        if gamma_value == 0:
+            expect_close(y, x, "y at initialisation (γ = 0)", mistakes={
+                "y is 0 at initialisation: the residual is missing; return x + self.gamma * o.": torch.zeros_like(x),
+                "y = x + o at initialisation: γ is not used; return x + self.gamma * o.": x + o,
+                "y = o at initialisation: γ multiplies the wrong term; return x + self.gamma * o.": o,
+            }, atol=1e-4)
+            continue
+        expect_close(y, x + 0.5 * o, "y with γ = 0.5", mistakes={
+            "y = γ·o: the residual is missing; return x + self.gamma * o.": 0.5 * o,
+            "y = x + o: γ is not used; return x + self.gamma * o.": x + o,
+            "y = γ·x + o: γ multiplies the wrong term; return x + self.gamma * o.": 0.5 * x + o,
+            "keys and queries are swapped: pass self.f's matrix as W_f (the keys) and self.g's as W_g (the queries).":
+                x + 0.5 * o_swapped,
+            "y = x + γ·x: o is missing; add the attention output, x + self.gamma * o.": 1.5 * x,
+        }, atol=1e-4)
     weights = getattr(module, "attn_weights", None)
     expect(weights is not None and tuple(weights.shape) == (2, 20, 20),
            "keep the last attention weights on self.attn_weights, shape (B, N, N) = (2, 20, 20) here, "
            "so that the lesson can plot them.")
     module.zero_grad()
     call(module, x).sum().backward()
-    expect(gamma.grad is not None and float(gamma.grad.abs().sum()) > 0,
+    grad = dict(module.named_parameters())["gamma"].grad
+    expect(grad is not None and float(grad.abs().sum()) > 0,
            "no gradient reaches γ: compute y = x + self.gamma * o with torch operations (no .item(), no .detach()).")
-    return 5
+    return 6
+
+
+# --- exercise 3: the Vision Transformer's patches --------------------------------------------------
+def _patches(images, P, patch_order="rows", pixel_order="rows", channels="last"):
+    """Patches (B, N, P·P·C) read in a given order: the reference, or one of the named mistakes."""
+    B, C, H, W = images.shape
+    x = images.reshape(B, C, H // P, P, W // P, P)                     # (B, ch, r, i, c, j)
+    grid = (2, 4) if patch_order == "rows" else (4, 2)                 # (r, c) or (c, r)
+    pixel = (3, 5) if pixel_order == "rows" else (5, 3)                # (i, j) or (j, i)
+    order = (0, *grid, *pixel, 1) if channels == "last" else (0, *grid, 1, *pixel)
+    return x.permute(*order).reshape(B, (H // P) * (W // P), P * P * C)
+
+
+@exercise("patchify (the ViT's patches)", reference=_ref_patchify)
+@single_threaded
+def patchify(fn):
+    tests = 0
+    # a grid of patches that is not square (row and column order differ), C > 1 (the channel order shows),
+    # then one grey image of square patches like the lesson's digits
+    for seed, (B, C, H, W, P) in enumerate([(2, 3, 4, 6, 2), (1, 2, 6, 9, 3), (3, 1, 8, 8, 4)]):
+        images = randn(rng(140 + seed), B, C, H, W)
+        N, D = (H // P) * (W // P), P * P * C
+        out = call(fn, images, P)
+        expected = _ref_patchify(images, P)
+        if hasattr(out, "shape") and tuple(out.shape) == (B, N, D):
+            pass
+        elif hasattr(out, "shape") and len(out.shape) == 3 and tuple(out.shape) == (B, D, N) and N != D:
+            raise ExerciseError(f"the patches have shape {tuple(out.shape)}, expected (B, N, P·P·C) = {(B, N, D)}: "
+                                "one row per patch, with its P·P·C values along the last axis (the last two axes "
+                                "are swapped).")
+        else:
+            expect_shape(out, (B, N, D), f"the patches of images {(B, C, H, W)} with P = {P} (B, N = (H/P)·(W/P), "
+                                          "P·P·C)")
+        flat_hwc = images.permute(0, 2, 3, 1)                          # (B, H, W, C)
+        mistakes = {
+            "the patches are read in column order: patch n should be the one in patch-row n // (W/P), patch-column "
+            "n % (W/P) (row-major, left to right, then the next row of patches); keep the patch-row axis before the "
+            "patch-column axis when you permute.": _patches(images, P, patch_order="columns"),
+            "each patch is flattened in (C, P, P) order, channel by channel (the order of F.unfold and of "
+            "nn.Conv2d's weights); the convention here is (P, P, C): pixel by pixel, the C channels of one pixel "
+            "side by side. Put the channel axis last before flattening.": _patches(images, P, channels="first"),
+            "the pixels inside a patch are read column by column: flatten each patch row by row, (i, j, channel) "
+            "with i the row inside the patch.": _patches(images, P, pixel_order="columns"),
+            "the pixels inside a patch are read column by column and channel by channel: flatten each patch as "
+            "(P, P, C), row by row, the channels last.": _patches(images, P, pixel_order="columns", channels="first"),
+            "a reshape mixes rows of different patches: (B, H, W, C) reshaped straight to (B, N, P·P·C) takes "
+            "P·P·C consecutive values along the image's rows, not a P×P square. Split H and W first: reshape to "
+            "(B, C, H/P, P, W/P, P), permute to (B, H/P, W/P, P, P, C), then flatten.":
+                flat_hwc.reshape(B, N, D),
+            "a reshape mixes rows of different patches: (B, C, H, W) reshaped straight to (B, N, P·P·C) takes runs "
+            "of consecutive values along one channel's rows, not a P×P square. Split H and W first: reshape to "
+            "(B, C, H/P, P, W/P, P), permute to (B, H/P, W/P, P, P, C), then flatten.":
+                images.reshape(B, N, D),
+            "a reshape mixes different patches: (B, C, H/P, W/P, P, P) was reshaped to (B, N, P·P·C) with the "
+            "channel axis still in front, so each row holds pieces of several patches of one channel. Move the "
+            "channels last first: permute to (B, H/P, W/P, P, P, C), then flatten.":
+                images.reshape(B, C, H // P, P, W // P, P).permute(0, 1, 2, 4, 3, 5).reshape(B, N, D),
+        }
+        expect_close(out, expected, "the patches", mistakes=mistakes, atol=0, rtol=0)
+        tests += 1
+    # the first patch, by hand: its top-left pixel's channels come first
+    images = randn(rng(149), 1, 2, 4, 4)
+    out = call(fn, images, 2)
+    expect_close(out[0, 0, :2], images[0, :, 0, 0], "the first two values of patch 0 (the channels of pixel (0, 0))",
+                 atol=0, rtol=0)
+    return tests + 1
 
 
 # --- exercise 3: SNAIL's dense block (a gated causal dilated convolution) -------------------------
-def dense_block_reference(x, W_f, W_g, dilation):
-    """The exercise's signature around course_utils.snail.DenseBlock (biases 0).
-
-    x: (B, T, d_in); W_f, W_g: (2, d_in, filters), W[0] on x_t and W[1] on x_{t−d}.
-    """
-    d_in, filters = W_f.shape[1:]
-    with torch.random.fork_rng(devices=[]):          # building the block draws random weights: keep the seed
-        block = DenseBlock(d_in, filters, dilation)
-    with torch.no_grad():
-        for conv, W in ((block.conv_f.conv, W_f), (block.conv_g.conv, W_g)):
-            conv.weight.copy_(torch.stack([W[1].T, W[0].T], dim=-1))   # nn.Conv1d's tap 0 is x_{t−d}, tap 1 x_t
-            conv.bias.zero_()
-        return block(x)                                               # (B, T, d_in + filters)
-
-
-def _delayed(x, d):
-    """x_{t−d} along time (B, T, C), zeros where t − d is outside 0..T−1 (d < 0: the future)."""
-    T = x.shape[1]
-    if d >= 0:
-        return F.pad(x, (0, 0, d, 0))[:, :T]
-    return F.pad(x, (0, 0, 0, -d))[:, -d:]
-
-
-def _gated(x, W_f, W_g, past, present=True, taps=(0, 1), act_f=torch.tanh, act_g=torch.sigmoid):
-    """The new features tanh(W_f^(0) x_t + W_f^(1) past_t) ⊙ σ(...), or a mistaken variant of them."""
-    def conv(W):
-        out = past @ W[taps[1]] if past is not None else 0
-        return out + (x @ W[taps[0]] if present else 0)
-    return act_f(conv(W_f)) * act_g(conv(W_g))
-
-
-def _dense_mistakes(x, W_f, W_g, d):
-    """{symptom: what a dense block with that mistake returns}, x (B, T, d_in)."""
-    past = _delayed(x, d)
-    new = _gated(x, W_f, W_g, past)
-    cat = lambda features: torch.cat([x, features], dim=-1)
-    mistakes = {}
-    if d != 1:
-        mistakes[f"the dilation is ignored: step t is mixed with x_{{t−1}}, not x_{{t−d}} (d = {d} here); delay x "
-                 f"by d steps, with d zeros on the left."] = cat(_gated(x, W_f, W_g, _delayed(x, 1)))
-    mistakes.update({
-        f"the past tap is off by one: step t is mixed with x_{{t−d+1}}, not x_{{t−d}} (d = {d} here); pad with "
-        f"exactly d zeros on the left and keep the first T steps.": cat(_gated(x, W_f, W_g, _delayed(x, d - 1))),
-        f"the past tap is off by one: step t is mixed with x_{{t−d−1}}, not x_{{t−d}} (d = {d} here); pad with "
-        f"exactly d zeros on the left and keep the first T steps.": cat(_gated(x, W_f, W_g, _delayed(x, d + 1))),
-        "the kernel's two taps are swapped: W[0] multiplies the present x_t and W[1] the past x_{t−d} "
-        "(with F.conv1d, whose tap 0 is the older input, the kernel is torch.stack([W[1].T, W[0].T], -1)).":
-            cat(_gated(x, W_f, W_g, past, taps=(1, 0))),
-        "tanh and σ are swapped (or W_f and W_g): the filter W_f goes through tanh, the gate W_g through σ.":
-            cat(_gated(x, W_f, W_g, past, act_f=torch.sigmoid, act_g=torch.tanh)),
-        "the gate is missing: multiply tanh(filter) by σ(gate), elementwise.":
-            cat(_gated(x, W_f, W_g, past, act_g=lambda z: 1.0)),
-        "the present step is missing: each convolution is W^(0) x_t + W^(1) x_{t−d}, both taps.":
-            cat(_gated(x, W_f, W_g, past, present=False)),
-        "the past step is missing: each convolution is W^(0) x_t + W^(1) x_{t−d}, both taps.":
-            cat(_gated(x, W_f, W_g, None)),
-        "the output should be [x, new features] concatenated on the last axis, shape (B, T, d_in + filters): "
-        "return torch.cat([x, new], dim=-1).": new,
-        "x and the new features are concatenated in the wrong order: torch.cat([x, new], dim=-1), x first.":
-            torch.cat([new, x], dim=-1),
-    })
-    return mistakes
-
-
-def _future_mistakes(x, W_f, W_g, d):
-    """The dense blocks that look into the future, and what each one returns."""
-    T = x.shape[1]
-    rolled = torch.roll(x, d, dims=1)                   # x_{(t−d) mod T}: the last d steps wrap to the start
-    return {
-        f"the block looks into the future: step t is mixed with x_{{t+d}}, not x_{{t−d}}: the d = {d} zeros "
-        "are padded on the right; pad on the LEFT (F.pad(x, (0, 0, d, 0)) for x of shape (B, T, C)).":
-            torch.cat([x, _gated(x, W_f, W_g, _delayed(x, -d))], -1),
-        f"the block looks into the future: torch.roll wraps the last d = {d} steps round to the start, so steps "
-        f"0..{d - 1} see the end of the sequence; pad with d zeros on the left instead.":
-            torch.cat([x, _gated(x, W_f, W_g, rolled)], -1) if d < T else None,
-    }
-
-
-def _expect_causal(fn, x, W_f, W_g, d, out, t):
-    """Changing the inputs after step t leaves the outputs at steps 0..t unchanged; else name the leak."""
-    g = rng(1000 + d)
-    changed = x.clone()
-    changed[:, t + 1:] = randn(g, x.shape[0], x.shape[1] - t - 1, x.shape[2])
-    after = call(fn, changed, W_f, W_g, d)
-    if not hasattr(after, "shape") or tuple(after.shape) != tuple(out.shape):
-        return
-    diff = (after[:, :t + 1] - out[:, :t + 1]).detach().abs().amax(dim=(0, 2))     # (t + 1,)
-    if not bool(torch.any(diff > 1e-5)):
-        return
-    for symptom, wrong in _future_mistakes(x, W_f, W_g, d).items():
-        if wrong is not None and tuple(wrong.shape) == tuple(out.shape) and torch.allclose(out, wrong, atol=1e-5):
-            raise ExerciseError(symptom)
-    s = int(torch.nonzero(diff > 1e-5)[0])
-    raise ExerciseError(f"the output at step {s} changed when only the inputs after step {t} changed: the block "
-                        "looks into the future. Pad with d zeros on the LEFT only (not on the right, not on both "
-                        "sides), so that step t mixes x_t with x_{t−d}, zero when t < d.")
-
-
 @exercise("dense_block (SNAIL's gated causal convolution)", reference=dense_block_reference)
 @single_threaded
 def dense_block(fn):
@@ -323,21 +324,24 @@ def causal_attention_block(fn):
         ones = torch.ones(T, T, dtype=torch.bool)
         mistakes = {
             "the causal mask is flipped: position t attends to the future (s > t). Keep s <= t, i.e. "
-            "True on and below the diagonal.": _softmax_masked(scores, ~torch.triu(ones, 1).T),
+            "True on and below the diagonal.": masked_softmax(scores, ~torch.triu(ones, 1).T),
             "no causal mask: position t attends to every position, the future included.": torch.softmax(scores, -1),
             "the mask is off by one: position t also attends to t + 1. Keep s <= t (torch.tril(..., diagonal=0)).":
-                _softmax_masked(scores, torch.tril(ones, 1)),
+                masked_softmax(scores, torch.tril(ones, 1)),
             "the mask leaves out the diagonal: position t may attend to s <= t, itself included (row 0 then has "
-            "no key at all and gives NaN).": _softmax_masked(scores, torch.tril(ones, -1)),
+            "no key at all and gives NaN).":
+                torch.softmax(scores.masked_fill(~torch.tril(ones, -1), float("-inf")), -1),
+            "the mask leaves out the diagonal: position t may attend to s <= t, itself included (row 0 then has "
+            "no key at all).": masked_softmax(scores, torch.tril(ones, -1)),
             "masked scores were set to 0 instead of -inf: exp(0) = 1 still gives the future some weight.":
                 torch.softmax(scores.masked_fill(~mask, 0.0), -1),
             "the mask is applied after the softmax: the rows no longer sum to 1. Set the masked scores to -inf "
             "before the softmax.": torch.softmax(scores, -1) * mask,
-            "the softmax is over the queries (dim 1), not the keys: use dim=-1.": _softmax_masked(scores, mask, dim=1),
+            "the softmax is over the queries (dim 1), not the keys: use dim=-1.": masked_softmax(scores, mask, dim=1),
             "the weights are divided by their largest value, not by their sum: softmax(s)_s = "
             "exp(s_s) / Σ_s' exp(s_s').": _divided_by_max(scores, mask),
             "the scores are not divided by √d_key: scale q·k by 1/math.sqrt(d_key) before the softmax.":
-                _softmax_masked(raw, mask),
+                masked_softmax(raw, mask),
         }
         mistakes.update(_wrong_scales(raw, d_key, {"d_value": (d_value, "the size of a value"), "T": (T, "the "
                                                    "number of steps"), "d_in": (d_in, "the size of an input")},
@@ -373,5 +377,5 @@ def causal_attention_block(fn):
     return tests + 1
 
 
-__all__ = ["self_attention_2d", "self_attention_block", "dense_block", "causal_attention_block",
+__all__ = ["self_attention_2d", "self_attention_block", "patchify", "dense_block", "causal_attention_block",
            "dense_block_reference"]

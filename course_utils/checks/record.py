@@ -7,12 +7,19 @@
 The file maps "lesson/exercise" (e.g. "01/softmax") to the latest outcome of that check: status
 ("passed", "wrong" or "not implemented"), the check's message, the time, and how many times it was
 run. Checks run in a notebook of a `solutions/` folder are not recorded: the solved twin is not the
-learner's work. Recording can never break a check: any error (a read-only disk, a damaged file) is
-swallowed; a file that is not valid JSON is set aside as `progress.json.damaged` and a new one begun.
+learner's work. Recording can never break a check, and never loses anything silently:
+- a file that is not valid JSON (or not a progress file) is set aside as `progress.json.damaged` (then
+  `.damaged.1`, `.damaged.2`, ...: a backup is never overwritten) and a new one begun;
+- entries of the wrong shape (a status that is not one of STATUSES, a message that is not text, ...)
+  are left out of what the table shows, and set aside the same way the first time they are found;
+- a file or folder that cannot be written: the check still works, and one warning per session says
+  that nothing is recorded and why.
+Each of these prints one warning (per file and session), never a traceback.
 """
 import contextlib
 import json
 import os
+import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -41,24 +48,95 @@ def in_solutions_notebook(environ=None):
     return session.endswith(".ipynb") and Path(session).parent.name == "solutions"
 
 
-def _read(path):
-    """The outcomes kept in `path`; {} for a missing file; ValueError for a damaged one."""
+_WARNED = set()
+
+
+def warn_once(key, text):
+    """One line on stderr, once per session for `key` (a file and what went wrong with it)."""
+    if key not in _WARNED:
+        _WARNED.add(key)
+        print(f"course progress: {text}", file=sys.stderr)
+
+
+def valid(entry):
+    """True for an entry of the shape `record` writes (what the table may show)."""
+    return (isinstance(entry, dict) and entry.get("status") in STATUSES
+            and isinstance(entry.get("message", ""), str) and isinstance(entry.get("title", ""), str)
+            and isinstance(entry.get("time", ""), str)
+            and isinstance(entry.get("runs", 0), int) and not isinstance(entry.get("runs", 0), bool))
+
+
+def _read_all(path):
+    """(valid outcomes, invalid ones) kept in `path`; ({}, {}) for a missing file; ValueError for a damaged one."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return {}
+        return {}, {}
     data = json.loads(text)
     if not isinstance(data, dict) or not isinstance(data.get("outcomes", {}), dict):
         raise ValueError(f"{path} is not a progress file")
-    return {key: value for key, value in data.get("outcomes", {}).items() if isinstance(value, dict)}
+    outcomes = data.get("outcomes", {})
+    good = {key: value for key, value in outcomes.items() if valid(value)}
+    return good, {key: value for key, value in outcomes.items() if key not in good}
+
+
+def _read(path):
+    return _read_all(path)[0]
+
+
+def backup_name(path, suffix):
+    """The first free `path.suffix`, `path.suffix.1`, ...: a backup is never overwritten."""
+    candidate, n = path.with_name(f"{path.name}.{suffix}"), 0
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.name}.{suffix}.{n}")
+    return candidate
+
+
+def _set_aside(path, text, why):
+    """Keep `text` (what could not be used) in a new backup beside `path`; say so once."""
+    target = backup_name(path, "damaged")
+    try:
+        with open(target, "x", encoding="utf-8") as f:   # (exclusive: never onto an existing backup)
+            f.write(text)
+        warn_once((str(path), why), f"{path}: {why}; kept aside in {target.name}, and left out of the table.")
+    except OSError as error:
+        warn_once((str(path), why), f"{path}: {why}; it could not be kept aside ({error}).")
 
 
 def load(path=None):
-    """{"lesson/exercise": {...}} from the progress file; {} when there is none or it is unreadable."""
+    """{"lesson/exercise": {...}} from the progress file, valid entries only (one warning for the others);
+    {} when there is none or it is unreadable."""
+    path = Path(path) if path is not None else progress_path()
     try:
-        return _read(Path(path) if path is not None else progress_path())
-    except (OSError, ValueError, RuntimeError):
+        good, bad = _read_all(path)
+    except (OSError, RuntimeError) as error:
+        if not isinstance(error, FileNotFoundError):
+            warn_once((str(path), "unreadable"), f"{path} cannot be read ({error}).")
         return {}
+    except ValueError:
+        warn_once((str(path), "damaged"), f"{path} is damaged (not a progress file); the next check sets it "
+                                          "aside and begins a new one.")
+        return {}
+    if bad:
+        warn_once((str(path), "invalid"), f"{path}: {len(bad)} entr{'y' if len(bad) == 1 else 'ies'} of the wrong "
+                                          f"shape ({', '.join(sorted(bad)[:3])}) left out of the table.")
+    return good
+
+
+def writable(path=None):
+    """None when the progress file can be written; otherwise why not."""
+    path = Path(path) if path is not None else progress_path()
+    folder = path if not path.exists() and not path.parent.exists() else path.parent
+    while not folder.exists():
+        folder = folder.parent
+    if path.exists():
+        if path.is_dir():
+            return f"{path} is a folder"
+        return None if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK) else f"{path} is read-only"
+    if not folder.is_dir():
+        return f"{folder} is a file, not a folder"
+    return None if os.access(folder, os.W_OK) else f"{folder} is read-only"
 
 
 @contextlib.contextmanager
@@ -80,7 +158,7 @@ def _locked(path):
 
 
 def record(lesson, exercise, title, status, message="", path=None):
-    """Keep the latest outcome of one check; never raises."""
+    """Keep the latest outcome of one check; never raises (one warning if nothing can be kept)."""
     if not enabled() or in_solutions_notebook():
         return
     try:
@@ -88,15 +166,21 @@ def record(lesson, exercise, title, status, message="", path=None):
         path.parent.mkdir(parents=True, exist_ok=True)
         with _locked(path):
             try:
-                outcomes = _read(path)
+                outcomes, bad = _read_all(path)
             except ValueError:  # damaged: keep it aside, start a new file
-                os.replace(path, path.with_name(path.name + ".damaged"))
-                outcomes = {}
+                _set_aside(path, path.read_text(encoding="utf-8", errors="replace"), "not a progress file")
+                outcomes, bad = {}, {}
+            if bad:
+                _set_aside(path, json.dumps({"version": 1, "outcomes": bad}, indent=1, ensure_ascii=False),
+                           f"{len(bad)} entr{'y' if len(bad) == 1 else 'ies'} of the wrong shape")
             key = f"{lesson}/{exercise}"
             runs = outcomes.get(key, {}).get("runs", 0)
             outcomes[key] = {"lesson": lesson, "exercise": exercise, "title": title, "status": status,
                              "message": message, "time": datetime.now().astimezone().isoformat(timespec="seconds"),
-                             "runs": (runs if isinstance(runs, int) else 0) + 1}
+                             "runs": runs + 1}
             atomic_write_text(json.dumps({"version": 1, "outcomes": outcomes}, indent=1, ensure_ascii=False), path)
-    except Exception:  # noqa: BLE001 - a progress file must never stop a check
-        pass
+    except Exception as error:  # noqa: BLE001 - a progress file must never stop a check
+        where = path if isinstance(path, Path) else "the progress file"
+        warn_once((str(where), "unwritable"), f"your progress is not being recorded: {where} cannot be written "
+                                              f"({type(error).__name__}: {error}). The checks still work; set "
+                                              "COURSE_PROGRESS_FILE to a file you can write to keep it.")

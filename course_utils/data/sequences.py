@@ -9,19 +9,19 @@ the content tokens are 3, 4, ... and print as letters a, b, c, ...
     loader = BatchLoader(task.train, batch_size=64)      # re-iterable, reshuffled every epoch
     batch = next(iter(loader))    # Batch(src, lengths, tgt_in, tgt_out), all LongTensors
 
-A batch pads every sequence to the longest one with PAD_ID. The decoder input is the target shifted
-right behind BOS (teacher forcing), the decoder output is the target followed by EOS:
+Batches are the course's one batch type (`course_utils.data.batch`, the same as lesson 10's): every
+sequence padded to the longest with PAD_ID, the decoder input the target shifted right behind BOS
+(teacher forcing), the decoder output the target followed by EOS:
 
     tgt_in   <bos> e j a c g          tgt_out  e j a c g <eos>
 """
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
-import torch
 
-PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
+from .batch import BOS_ID, EOS_ID, PAD_ID, Batch, collate, pad  # noqa: F401 (the course's one batching)
+
 SPECIALS = ["<pad>", "<bos>", "<eos>"]
 
 
@@ -90,35 +90,6 @@ def make_reverse_task(num_train=20000, test_per_length=100, min_len=4, max_len=2
         if src.tobytes() not in seen:
             train.append((src, target(src)))
     return SequenceTask(train, test, vocab, min_len, max_len, task)
-
-
-class Batch(NamedTuple):
-    src: torch.Tensor      # (B, S) source ids, padded with PAD_ID
-    lengths: torch.Tensor  # (B,) number of real source tokens
-    tgt_in: torch.Tensor   # (B, T) BOS + target: the decoder's input (teacher forcing)
-    tgt_out: torch.Tensor  # (B, T) target + EOS: what the decoder must predict
-
-    def to(self, device):
-        return Batch(*(t.to(device) for t in self))
-
-
-def pad(seqs, pad_id=PAD_ID):
-    """List of 1-D integer sequences -> LongTensor (B, longest length), padded with `pad_id`."""
-    if len(seqs) == 0:
-        raise ValueError("pad() needs at least one sequence")
-    out = np.full((len(seqs), max(len(s) for s in seqs)), pad_id, dtype=np.int64)
-    for i, s in enumerate(seqs):
-        out[i, :len(s)] = s
-    return torch.from_numpy(out)
-
-
-def collate(pairs):
-    """List of (source, target) pairs -> a padded Batch."""
-    srcs, tgts = zip(*pairs)
-    return Batch(src=pad(srcs),
-                 lengths=torch.tensor([len(s) for s in srcs], dtype=torch.long),
-                 tgt_in=pad([np.concatenate([[BOS_ID], t]) for t in tgts]),
-                 tgt_out=pad([np.concatenate([t, [EOS_ID]]) for t in tgts]))
 
 
 class BatchLoader:

@@ -1,0 +1,186 @@
+"""Time and peak memory of one attention call (lesson 13, benchmarks/attention_memory.py).
+
+    run_attention("tiled", q, k, v, block=256)       plain | tiled | fused, optionally causal or windowed
+    peak_memory_bytes("plain", T=4096, d_head=64)    measured in a FRESH process (see below)
+    median_seconds(fn, repeats)                      the median CPU time of fn() (one thread: steady under load)
+
+How the peak memory is measured. Each measurement runs in a new process: it builds q, k, v, calls the
+attention once, and reports the rise of its peak resident memory (`resource.getrusage(RUSAGE_SELF).ru_maxrss`,
+what the operating system counts for that process alone) from just before q, k, v were built to just
+after the call. So it counts q, k, v, the output and everything the call materialises, including what
+torch allocates in C++ (which `tracemalloc` cannot see), and nothing of the other programs on the
+machine. A fresh process matters: a peak only ever grows, and a process that already ran a bigger
+attention would hide a smaller one's. The processes are forked from a server that has imported torch
+once (multiprocessing's "forkserver"), so each costs a fraction of a second, not a new `import torch`.
+On Windows (no `resource`, no forkserver) psutil's peak working set is used when psutil is installed.
+"""
+import math
+import multiprocessing
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+from .efficient_attention import plain_attention, sliding_window_mask, tiled_attention
+from .masks import causal_mask
+
+__all__ = ["METHODS", "run_attention", "peak_memory_bytes", "median_seconds", "random_qkv", "fitted_slope",
+           "machine_line"]
+
+METHODS = ("plain", "tiled", "fused")
+
+
+def random_qkv(T, d_head=64, batch_heads=1, seed=0, dtype=torch.float32):
+    """q, k, v of shape (1, batch_heads, T, d_head), standard normal, seeded."""
+    generator = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(1, batch_heads, T, d_head, generator=generator, dtype=dtype) for _ in range(3))
+
+
+def run_attention(method, q, k, v, block=256, causal=False, window=None):
+    """One attention call: "plain" (scores, softmax, weights @ v, all stored), "tiled" (the lesson's
+    tiled_attention, tiles of block x block) or "fused" (torch.nn.functional.scaled_dot_product_attention).
+    causal / window=(left, right): plain and fused get the pattern as a boolean mask (fused: is_causal
+    when there is no window), tiled skips the tiles outside it."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if method == "tiled":
+        return tiled_attention(q, k, v, block, causal=causal, window=window)
+    T = q.shape[-2]
+    mask = None
+    if window is not None:
+        mask = sliding_window_mask(T, *window)
+        if causal:
+            mask = mask & causal_mask(T)
+    elif causal and method == "plain":
+        mask = causal_mask(T)
+    if method == "plain":
+        return plain_attention(q, k, v, mask)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and mask is None)
+
+
+def median_seconds(fn, repeats=3, warmup=0, clock=time.process_time):
+    """The median time of fn() over `repeats` calls (after `warmup` untimed ones). The default clock is
+    this process's CPU time: with one thread it does not count the time other programs hold the core,
+    so it is the steadier measure on a shared machine (pass clock=time.perf_counter for wall-clock time)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = clock()
+        fn()
+        times.append(clock() - start)
+    return statistics.median(times)
+
+
+# ---------------------------------------------------------------------------------------------
+# Peak memory, one fresh process per measurement
+# ---------------------------------------------------------------------------------------------
+def _peak_rss_bytes():
+    """This process's peak resident memory so far, in bytes."""
+    try:
+        import resource
+    except ImportError:                                   # Windows
+        try:
+            import psutil
+        except ImportError:
+            return None
+        return psutil.Process().memory_info().peak_wset
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024     # macOS: bytes; Linux: kilobytes
+
+
+def _return_free_memory():
+    """Give the memory freed so far back to the operating system (glibc's malloc_trim), so that what
+    the call allocates next shows in the resident memory even when it is small. Best effort."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _measure(method, T, d_head, block, causal, window, batch_heads, connection):
+    """Runs in the fresh process: warm up on a tiny input (libraries load their buffers once), then
+    peak before q, k, v exist and after the call."""
+    try:
+        torch.set_num_threads(1)
+        run_attention(method, *random_qkv(min(T, 64), d_head, 1), block=min(block, 64), causal=causal,
+                      window=window)
+        _return_free_memory()
+        before = _peak_rss_bytes()
+        q, k, v = random_qkv(T, d_head, batch_heads)
+        out = run_attention(method, q, k, v, block=block, causal=causal, window=window)
+        after = _peak_rss_bytes()
+        del out
+        connection.send(None if before is None else after - before)
+    except BaseException as error:  # noqa: BLE001 - reported to the parent, which raises it
+        connection.send(error)
+    finally:
+        connection.close()
+
+
+_CONTEXT = None
+
+
+def _context():
+    global _CONTEXT
+    if _CONTEXT is None:
+        if "forkserver" in multiprocessing.get_all_start_methods():
+            _CONTEXT = multiprocessing.get_context("forkserver")
+            _CONTEXT.set_forkserver_preload(["torch", __name__])
+        else:
+            _CONTEXT = multiprocessing.get_context("spawn")
+    return _CONTEXT
+
+
+def peak_memory_bytes(method, T, d_head=64, block=256, causal=False, window=None, batch_heads=1,
+                      timeout=600):
+    """The peak memory (bytes) of one `run_attention(method, ...)` call on random q, k, v of shape
+    (1, batch_heads, T, d_head), inputs and output included, measured in a fresh process (module
+    docstring). None where the platform offers no per-process peak (Windows without psutil)."""
+    ctx = _context()
+    receive, send = ctx.Pipe(duplex=False)
+    process = ctx.Process(target=_measure, args=(method, T, d_head, block, causal, window, batch_heads, send),
+                          daemon=True)
+    process.start()
+    send.close()
+    try:
+        if not receive.poll(timeout):
+            process.kill()
+            raise TimeoutError(f"measuring {method} attention at T={T} took more than {timeout} s")
+        result = receive.recv()
+    except EOFError:
+        raise RuntimeError(f"the process measuring {method} attention at T={T} died (exit code "
+                           f"{process.exitcode}): out of memory? (A script that measures must start its work under "
+                           "`if __name__ == \"__main__\":`, as multiprocessing requires.)") from None
+    finally:
+        process.join(timeout=10)
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+def fitted_slope(xs, ys):
+    """The least-squares slope of log(y) against log(x): 2 for y ~ x², 1 for y ~ x."""
+    if min(xs) <= 0 or min(ys) <= 0:
+        raise ValueError(f"a slope on the log-log scale needs positive values, got {list(xs)} and {list(ys)}")
+    lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
+    mx, my = statistics.fmean(lx), statistics.fmean(ly)
+    return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
+
+
+def machine_line():
+    """One line: CPU model, cores, torch version and threads."""
+    import platform
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores; torch {torch.__version__}, {torch.get_num_threads()} thread(s)"

@@ -1,0 +1,346 @@
+"""What the grader runs inside the learner's kernel: it computes, it never judges.
+
+The grader sends this module's source (and `wire.py`'s) into the kernel and runs it in a namespace
+of its own (a module the notebook may have replaced in `sys.modules` is not used):
+- before the notebook, `remember(names)`: after every cell, keep what the notebook itself defined
+  (module "__main__") under the exercises' names, so that a later `from course_utils... import name`
+  in the lesson cannot stand in for the learner's answer;
+- after the notebook, `serve(socket_path)`: connect to the judge, then answer its requests one by
+  one until it says goodbye. A request names a function, class or object of the notebook (by
+  handle) and what to do with it: call it with these arguments (data), read an attribute, iterate
+  it, run backward() through a tensor it returned. The reply is data (`wire`), or a handle to an
+  object that stays here. Nothing here compares anything with an expected value: the judge does.
+- while serving, `Watch` notes every run of the course's reference for the exercise being graded
+  (its code, however it is reached: imported, aliased, wrapped, partially applied, reloaded), which
+  the judge reports as `copied`.
+"""
+import builtins
+import json
+import os
+import socket
+import sys
+import threading
+import traceback
+
+try:  # imported as a module (the tests, the linter) ...
+    from . import wire
+except ImportError:  # ... or sent as source into the kernel, where the grader puts `wire` beside it
+    wire = globals()["wire"]
+
+STORE = "_course_grader_defined"
+PACKAGE_DIR = "course_utils"
+
+
+# ---------------------------------------------------------------------------------------------
+# Before the notebook: remember what the notebook defines under the exercises' names
+# ---------------------------------------------------------------------------------------------
+def remember(names, shell=None):
+    """After every cell, keep the objects the notebook defined (module "__main__") under `names`."""
+    shell = shell or get_ipython()  # noqa: F821 - the kernel's IPython
+    defined = {}
+
+    def after_cell(*args):
+        for name in names:
+            obj = shell.user_ns.get(name)
+            if obj is not None and getattr(obj, "__module__", None) == "__main__":
+                defined[name] = obj
+
+    shell.events.register("post_run_cell", after_cell)
+    return defined
+
+
+# ---------------------------------------------------------------------------------------------
+# The reference's code, watched while grading
+# ---------------------------------------------------------------------------------------------
+class Watch:
+    """Notes every call of a code object that is one of `codes`: (path inside course_utils, first
+    line, name). A trace function (sys.settrace: it sees each Python call, and asks for no line
+    events) is on while the learner's code runs, in this thread and in every thread started while
+    serving; if the learner's code removes it, that is noted."""
+
+    def __init__(self):
+        self.codes, self.hits, self.removed = set(), [], False
+        self._known = {}
+
+    def watching(self, codes):
+        self.codes = {(str(p), int(line), str(name)) for p, line, name in codes}
+        self.hits, self.removed, self._known = [], False, {}
+
+    def _identity(self, code):
+        known = self._known.get(code)
+        if known is None:
+            path = code.co_filename.replace(os.sep, "/")
+            cut = path.rfind("/" + PACKAGE_DIR + "/")
+            rel = path[cut + len(PACKAGE_DIR) + 2:] if cut >= 0 else None
+            known = (rel, code.co_firstlineno, code.co_name) if rel else False
+            self._known[code] = known
+        return known
+
+    def trace(self, frame, event, arg):
+        if event == "call" and self.codes:
+            identity = self._identity(frame.f_code)
+            if identity and identity in self.codes and len(self.hits) < 20:
+                self.hits.append(identity)
+        return None
+
+    def start(self):
+        """Before the learner's code runs (and for the threads it starts)."""
+        threading.settrace(self.trace)
+        sys.settrace(self.trace)
+
+    def stop(self):
+        """After it ran: note whether it removed the trace."""
+        if sys.gettrace() != self.trace:
+            self.removed = True
+        sys.settrace(None)
+
+
+# ---------------------------------------------------------------------------------------------
+# After the notebook: answer the judge's requests
+# ---------------------------------------------------------------------------------------------
+class Table(wire.Keep):
+    """The objects that stay in the kernel, by handle; everything else crosses as data."""
+
+    def __init__(self):
+        self.objects, self.ids, self.grads = {}, {}, False
+        self.leaves, self.links = [], {}   # the tensors of this request that the judge differentiates
+
+    def handle(self, obj):
+        key = id(obj)
+        if key not in self.ids:
+            self.ids[key] = len(self.objects) + 1
+            self.objects[self.ids[key]] = obj
+        mro = []
+        for klass in type(obj).__mro__:
+            mro.append(f"{getattr(klass, '__module__', '?')}.{getattr(klass, '__qualname__', '?')}")
+        return {wire.TAG: "handle", "id": self.ids[key], "type": type(obj).__name__, "mro": mro[:30],
+                "callable": callable(obj), "params": _parameters(obj)}
+
+    def grad_link(self, tensor):
+        """A tensor the learner's code returned with a graph behind it: the judge may run backward()
+        through it, and get the gradients of the inputs it sent as needing them."""
+        if not self.grads:
+            return None
+        number = self.handle(tensor)["id"]
+        self.links[number] = list(self.leaves)
+        return number
+
+    def resolve(self, kind, item):
+        if kind == "handle":
+            try:
+                return self.objects[int(item["id"])]
+            except (KeyError, TypeError, ValueError):
+                raise wire.WireError(f"no object {item.get('id')!r} here") from None
+        if kind == "grad":  # an input the judge will want the gradient of
+            tensor = item["tensor"]
+            if tensor.is_floating_point() or tensor.is_complex():
+                tensor.requires_grad_()
+                self.leaves.append((item["id"], tensor))
+            return tensor
+        if kind == "pickle":  # a course object the judge hands to the learner's function
+            import base64
+            import pickle
+
+            return pickle.loads(base64.b64decode(item["v"]))
+        raise wire.WireError(f"unexpected {kind}")
+
+
+def _parameters(obj):
+    """The names of the positional parameters of a callable (of its forward, for a module), or None."""
+    if not callable(obj):
+        return None
+    try:
+        import inspect
+
+        target = getattr(obj, "forward", obj) if not isinstance(obj, type) else obj
+        return [p.name for p in inspect.signature(target).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][:50]
+    except Exception:  # noqa: BLE001 - no signature: the judge says "argument 1", ...
+        return None
+
+
+def _snapshot(value):
+    """A copy of the arrays and tensors in `value` (nested in tuples, lists, dicts), to see what changed."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if hasattr(value, "copy") and type(value).__module__ == "numpy":
+        return value.copy()
+    if isinstance(value, (tuple, list)):
+        return [_snapshot(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _snapshot(v) for k, v in value.items()}
+    return None
+
+
+def _same(before, after):
+    torch = sys.modules.get("torch")
+    if before is None:
+        return True
+    if torch is not None and isinstance(before, torch.Tensor):
+        return isinstance(after, torch.Tensor) and before.shape == after.shape and bool(
+            (before == after.detach()).logical_or(before.isnan() & after.detach().isnan()).all()
+            if before.is_floating_point() else (before == after.detach()).all())
+    if isinstance(before, list):
+        return isinstance(after, (tuple, list)) and len(before) == len(after) and all(
+            _same(b, a) for b, a in zip(before, after))
+    if isinstance(before, dict):
+        return isinstance(after, dict) and all(_same(before[k], after.get(k)) for k in before)
+    import numpy
+
+    return numpy.array_equal(before, after, equal_nan=before.dtype.kind in "fc")
+
+
+def _changed(snapshots, args, kwargs):
+    """{"args": [[index, value after]], "kwargs": [[name, value after]]} for the inputs changed in place."""
+    out = {"args": [[i, a] for i, (b, a) in enumerate(zip(snapshots[0], args)) if not _same(b, a)],
+           "kwargs": [[k, kwargs[k]] for k, b in snapshots[1].items() if k in kwargs and not _same(b, kwargs[k])]}
+    return out if out["args"] or out["kwargs"] else None
+
+
+def _learner_frames(tb):
+    frames = [f for f in traceback.extract_tb(tb)
+              if f"/{PACKAGE_DIR}/" not in f.filename.replace(os.sep, "/") and "<course-grader>" not in f.filename]
+    return "".join(traceback.format_list(frames[-3:]))
+
+
+def _raised(error):
+    kind = type(error)
+    return {"raised": {"type": kind.__name__, "builtin": getattr(builtins, kind.__name__, None) is kind,
+                       "message": str(error)[:2000], "where": _learner_frames(error.__traceback__)[:2000],
+                       "not_implemented": isinstance(error, NotImplementedError)}}
+
+
+class Server:
+    def __init__(self, defined, user_ns):
+        self.defined, self.user_ns = defined, user_ns
+        self.table, self.watch = Table(), Watch()
+
+    def answer(self, name, course_prefix):
+        """The learner's answer under `name`: the last object the notebook defined, else what the name
+        holds now (not the course's own object that the lesson imported under that name)."""
+        obj = self.defined.get(name, self.user_ns.get(name))
+        if obj is None:
+            return {"ok": {"missing": True}}
+        if name not in self.defined and str(getattr(obj, "__module__", "")).startswith(course_prefix):
+            return {"ok": {"course": str(getattr(obj, "__module__", ""))}}
+        return {"ok": {"answer": obj}}
+
+    def run(self, request):
+        op = request.get("op")
+        torch = sys.modules.get("torch")
+        if op == "answer":
+            return self.answer(str(request["name"]), "course_utils")
+        if op == "watch":
+            self.table = Table()
+            self.watch.watching(request.get("codes", []))
+            return {"ok": None}
+        if op == "copied":
+            return {"ok": {"hits": [list(h) for h in self.watch.hits], "removed": self.watch.removed}}
+        target = self.table.resolve("handle", {"id": request.get("target")})
+        self.table.leaves = []
+        args = wire.from_plain(request.get("args", []), self.table.resolve, allow_pickle=True)
+        kwargs = wire.from_plain(request.get("kwargs", {wire.TAG: "dict", "v": []}), self.table.resolve,
+                                 allow_pickle=True)
+        state = request.get("rng")
+        if torch is not None and state is not None:
+            torch.set_rng_state(wire.from_plain(state, self.table.resolve))
+        grad = bool(request.get("grad", False))
+        self.table.grads = grad
+        context = torch.set_grad_enabled(grad) if torch is not None else _Nothing()
+        self.watch.start()
+        try:
+            with context:
+                if op == "call":
+                    snapshots = [_snapshot(a) for a in args], {k: _snapshot(v) for k, v in kwargs.items()}
+                    result = target(*args, **kwargs)
+                    changed = _changed(snapshots, args, kwargs)
+                    if changed:   # the inputs the learner's code changed in place: the judge sees it too
+                        return {"ok": result, "changed": changed}
+                elif op == "getattr":
+                    result = getattr(target, str(request["name"]))
+                elif op == "setattr":
+                    setattr(target, str(request["name"]), args[0])
+                    result = None
+                elif op == "iter":
+                    result = list(target)
+                elif op == "len":
+                    result = len(target)
+                elif op == "getitem":
+                    result = target[args[0]]
+                elif op == "contains":
+                    result = args[0] in target
+                elif op == "backward":
+                    leaves = self.table.links.get(int(request["target"]), [])
+                    for _, leaf in leaves:
+                        leaf.grad = None
+                    torch.autograd.backward(target, args[0])
+                    result = [[number, leaf.grad] for number, leaf in leaves]
+                else:
+                    raise wire.WireError(f"unknown request {op!r}")
+        except KeyboardInterrupt:
+            return {"interrupted": True}
+        except BaseException as error:  # noqa: BLE001 - the learner's code raised: the judge decides
+            return _raised(error)
+        finally:
+            self.watch.stop()
+        return {"ok": result}
+
+    def reply(self, request):
+        """The reply to one request, as JSON text."""
+        try:
+            reply = self.run(request)
+            if "ok" in reply:
+                reply = dict(reply, ok=wire.to_plain(reply["ok"], self.table))
+                if "changed" in reply:
+                    reply["changed"] = wire.to_plain(reply["changed"], self.table)
+            text = json.dumps(reply, allow_nan=False, separators=(",", ":"))
+        except KeyboardInterrupt:
+            text = '{"interrupted":true}'
+        except Exception as error:  # noqa: BLE001 - e.g. a value that cannot cross
+            text = json.dumps({"failed": f"{type(error).__name__}: {error}"[:1000]})
+        return text
+
+    def serve(self, path, token):
+        """Answer the judge (a unix socket at `path`) until it says goodbye or hangs up."""
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.connect(path)
+        reader = connection.makefile("r", encoding="utf-8", newline="\n")
+        writer = connection.makefile("w", encoding="utf-8", newline="\n")
+        writer.write(token + "\n")
+        writer.flush()
+        try:
+            while True:
+                try:
+                    line = reader.readline()
+                except KeyboardInterrupt:  # an interrupt that came late: the judge has moved on
+                    continue
+                if not line:
+                    break
+                try:
+                    request = json.loads(line)
+                    number = int(request.get("id", 0))
+                except (ValueError, AttributeError, TypeError):
+                    break
+                if request.get("op") == "bye":
+                    break
+                text = self.reply(request)
+                while True:
+                    try:
+                        writer.write(f'{{"id":{number},"reply":{text}}}\n')
+                        writer.flush()
+                        break
+                    except KeyboardInterrupt:
+                        continue
+        finally:
+            sys.settrace(None)
+            threading.settrace(None)
+            connection.close()
+
+
+class _Nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False

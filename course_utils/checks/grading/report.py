@@ -1,0 +1,78 @@
+"""What the grader writes: the CSV (one row per exercise) and the table it prints.
+
+Every text a learner controls (a folder's name, a message quoting their exception) is written so
+that it stays one cell of one row: control characters (line breaks, tabs) in names are shown as
+escapes (`\\n`), and a cell that a spreadsheet would read as a formula (starting with =, +, -, @,
+a tab or a carriage return) is prefixed with an apostrophe.
+"""
+import csv
+import io
+from typing import NamedTuple
+
+OUTCOMES = ("passed", "wrong", "copied", "not implemented", "missing", "timeout", "error")
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n")
+
+
+class Row(NamedTuple):
+    learner: str
+    lesson: str
+    exercise: str
+    outcome: str
+    message: str
+
+
+def one_line(text):
+    """`text` with its control characters shown as escapes (a name stays on one line)."""
+    out = []
+    for char in str(text):
+        if char == "\\":
+            out.append("\\\\")
+        elif char in "\n\r\t":
+            out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t"}[char])
+        elif ord(char) < 32 or ord(char) == 127 or 0x2028 <= ord(char) <= 0x2029 or 0x80 <= ord(char) < 0xA0:
+            out.append(f"\\x{ord(char):02x}" if ord(char) < 256 else f"\\u{ord(char):04x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def cell(text):
+    """A CSV cell a spreadsheet shows as text, never runs as a formula."""
+    text = str(text)
+    return "'" + text if text.startswith(FORMULA_START) else text
+
+
+def csv_text(rows):
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(Row._fields[:3] + ("outcome", "message"))
+    for row in rows:
+        writer.writerow([cell(one_line(row.learner)), cell(one_line(row.lesson)), cell(one_line(row.exercise)),
+                         cell(row.outcome), cell(str(row.message).replace("\r", "\\r"))])
+    return text.getvalue()
+
+
+def write_csv(rows, path):
+    from ...files import atomic_write_text
+
+    atomic_write_text(csv_text(rows), path)
+
+
+def summary_table(rows):
+    """Learners down, lessons across (passed/total), and the total."""
+    lessons = sorted({r.lesson for r in rows})
+    learners = sorted({r.learner for r in rows})
+    count = {}
+    for r in rows:
+        done, total = count.get((r.learner, r.lesson), (0, 0))
+        count[(r.learner, r.lesson)] = (done + (r.outcome == "passed"), total + 1)
+    shown = {learner: one_line(learner) for learner in learners}
+    width = max([len("learner")] + [len(name) for name in shown.values()])
+    lines = [f"{'learner':<{width}}  " + "  ".join(f"{lesson:>5}" for lesson in lessons) + "    total"]
+    for learner in learners:
+        marks = [count.get((learner, lesson)) for lesson in lessons]
+        done = sum(m[0] for m in marks if m)
+        total = sum(m[1] for m in marks if m)
+        lines.append(f"{shown[learner]:<{width}}  " + "  ".join(f"{(f'{m[0]}/{m[1]}' if m else '-'):>5}" for m in marks)
+                     + f"  {done:>3}/{total:<3}")
+    return "\n".join(lines)

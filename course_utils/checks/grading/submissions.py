@@ -1,0 +1,118 @@
+"""Which notebooks the grader grades, and every notebook it does not grade, with the reason.
+
+A lesson notebook is a file named NN_*.ipynb (any case: `00_Welcome.IPYNB` too), NN a lesson that
+has checks. A folder that holds lesson notebooks is one learner's (learner = the folder's name); a
+folder without any, but with sub-folders that hold some, is a class (one learner per sub-folder); a
+file is one notebook (learner = its folder's name). Nothing else is graded, and each notebook file
+left out is named in a note: in a hidden folder (`.bob`, `.ipynb_checkpoints`), in a sub-folder of a
+learner's folder, not named NN_*.ipynb, a lesson without checks, or an older copy of a lesson.
+"""
+import os
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+NOTEBOOK_NAME = re.compile(r"^(\d\d)_.*\.ipynb$", re.IGNORECASE)
+
+
+class Submission(NamedTuple):
+    learner: str
+    lesson: str
+    path: Path
+
+
+def _is_notebook(path):
+    return path.name.lower().endswith(".ipynb")
+
+
+def _lesson_of(path, lessons):
+    match = NOTEBOOK_NAME.match(path.name)
+    return match.group(1) if match and match.group(1) in lessons else None
+
+
+def _lesson_notebooks(folder, lessons, notes):
+    """{lesson: path} for the lesson notebooks directly in `folder` (the newest one if several)."""
+    by_lesson = {}
+    for path in sorted(p for p in folder.iterdir() if p.is_file() and _is_notebook(p)):
+        lesson = _lesson_of(path, lessons)
+        if lesson:
+            by_lesson.setdefault(lesson, []).append(path)
+    chosen = {}
+    for lesson, paths in sorted(by_lesson.items()):
+        chosen[lesson] = max(paths, key=lambda p: p.stat().st_mtime)
+        if len(paths) > 1:
+            others = ", ".join(p.name for p in paths if p != chosen[lesson])
+            notes.append(f"{folder}: several notebooks for lesson {lesson}; grading the newest, "
+                         f"{chosen[lesson].name} (not {others}); name a file to grade another one")
+    return chosen
+
+
+def _why_not(path, root, lessons, learner_dirs):
+    """Why the notebook `path` (found under the argument `root`) is not graded."""
+    rel = path.relative_to(root)
+    hidden = [part for part in rel.parts[:-1] if part.startswith(".")]
+    if hidden:
+        return f"in the hidden folder {hidden[0]!r} (name the folder or file to grade it)"
+    if path.parent not in learner_dirs:
+        return "in a sub-folder, not directly in a learner's folder (name it to grade it)"
+    match = NOTEBOOK_NAME.match(path.name)
+    if not match:
+        return "not named NN_*.ipynb like a lesson notebook"
+    if match.group(1) not in lessons:
+        return f"lesson {match.group(1)} has no checks"
+    return "an older notebook of the same lesson (the newest is graded)"
+
+
+def _unlisted(root, graded, lessons, learner_dirs):
+    """Notes naming every notebook under the folder `root` that is not graded, grouped by reason."""
+    by_reason = {}
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(files):
+            path = Path(folder) / name
+            if _is_notebook(path) and path.resolve() not in graded:
+                reason = _why_not(path, root, lessons, learner_dirs)
+                by_reason.setdefault(reason, []).append(str(path.relative_to(root)))
+    return [f"{root}: not graded, {reason}: {', '.join(paths)}" for reason, paths in by_reason.items()]
+
+
+def find_submissions(args, lessons):
+    """([Submission], notes, problems) for the command-line arguments."""
+    found, notes, problems = [], [], []
+    known = f"NN one of {', '.join(lessons)}"
+    for arg in args:
+        path = Path(arg)
+        if path.is_file():
+            lesson = _lesson_of(path, lessons)
+            if lesson:
+                found.append(Submission(path.resolve().parent.name, lesson, path))
+            else:
+                problems.append(f"{arg}: not a lesson notebook (expected a file named NN_*.ipynb, {known})")
+            continue
+        if not path.is_dir():
+            problems.append(f"{arg}: no such file or folder")
+            continue
+        mine = _lesson_notebooks(path, lessons, notes)
+        members = [d for d in sorted(path.iterdir()) if d.is_dir() and not d.name.startswith(".")]
+        if mine:
+            theirs = [Submission(path.resolve().name, lesson, p) for lesson, p in mine.items()]
+            learner_dirs = {path}
+        else:
+            theirs = []
+            for member in members:
+                theirs += [Submission(member.name, lesson, p)
+                           for lesson, p in _lesson_notebooks(member, lessons, notes).items()]
+            learner_dirs = {m for m in members}
+            if not theirs:
+                problems.append(f"{arg}: no lesson notebooks (NN_*.ipynb, {known}) in it or in its sub-folders")
+        found += theirs
+        notes += _unlisted(path, {s.path.resolve() for s in theirs}, lessons, learner_dirs)
+    seen = {}
+    for sub in found:
+        key = (sub.learner, sub.lesson)
+        if key in seen and seen[key].resolve() != sub.path.resolve():
+            problems.append(f"two notebooks for learner {sub.learner!r}, lesson {sub.lesson}: {seen[key]} and "
+                            f"{sub.path} (learners are named after their folders: rename one)")
+        seen.setdefault(key, sub.path)
+    unique = {(s.learner, s.lesson): s for s in found}
+    return sorted(unique.values()), notes, problems

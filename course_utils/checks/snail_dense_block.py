@@ -1,0 +1,105 @@
+"""Lesson 11's SNAIL dense block, for its check: the reference with the exercise's signature, the
+planted mistakes (a wrong tap, padding on the wrong side, a wrong gate), and the causality probe."""
+import torch
+import torch.nn.functional as F
+
+from ..snail import DenseBlock
+from .core import ExerciseError, call, randn, rng
+
+
+def dense_block_reference(x, W_f, W_g, dilation):
+    """The exercise's signature around course_utils.snail.DenseBlock (biases 0).
+
+    x: (B, T, d_in); W_f, W_g: (2, d_in, filters), W[0] on x_t and W[1] on x_{t−d}.
+    """
+    d_in, filters = W_f.shape[1:]
+    with torch.random.fork_rng(devices=[]):          # building the block draws random weights: keep the seed
+        block = DenseBlock(d_in, filters, dilation)
+    with torch.no_grad():
+        for conv, W in ((block.conv_f.conv, W_f), (block.conv_g.conv, W_g)):
+            conv.weight.copy_(torch.stack([W[1].T, W[0].T], dim=-1))   # nn.Conv1d's tap 0 is x_{t−d}, tap 1 x_t
+            conv.bias.zero_()
+        return block(x)                                               # (B, T, d_in + filters)
+
+
+def _delayed(x, d):
+    """x_{t−d} along time (B, T, C), zeros where t − d is outside 0..T−1 (d < 0: the future)."""
+    T = x.shape[1]
+    if d >= 0:
+        return F.pad(x, (0, 0, d, 0))[:, :T]
+    return F.pad(x, (0, 0, 0, -d))[:, -d:]
+
+
+def _gated(x, W_f, W_g, past, present=True, taps=(0, 1), act_f=torch.tanh, act_g=torch.sigmoid):
+    """The new features tanh(W_f^(0) x_t + W_f^(1) past_t) ⊙ σ(...), or a mistaken variant of them."""
+    def conv(W):
+        out = past @ W[taps[1]] if past is not None else 0
+        return out + (x @ W[taps[0]] if present else 0)
+    return act_f(conv(W_f)) * act_g(conv(W_g))
+
+
+def _dense_mistakes(x, W_f, W_g, d):
+    """{symptom: what a dense block with that mistake returns}, x (B, T, d_in)."""
+    past = _delayed(x, d)
+    new = _gated(x, W_f, W_g, past)
+    cat = lambda features: torch.cat([x, features], dim=-1)
+    mistakes = {}
+    if d != 1:
+        mistakes[f"the dilation is ignored: step t is mixed with x_{{t−1}}, not x_{{t−d}} (d = {d} here); delay x "
+                 f"by d steps, with d zeros on the left."] = cat(_gated(x, W_f, W_g, _delayed(x, 1)))
+    mistakes.update({
+        f"the past tap is off by one: step t is mixed with x_{{t−d+1}}, not x_{{t−d}} (d = {d} here); pad with "
+        f"exactly d zeros on the left and keep the first T steps.": cat(_gated(x, W_f, W_g, _delayed(x, d - 1))),
+        f"the past tap is off by one: step t is mixed with x_{{t−d−1}}, not x_{{t−d}} (d = {d} here); pad with "
+        f"exactly d zeros on the left and keep the first T steps.": cat(_gated(x, W_f, W_g, _delayed(x, d + 1))),
+        "the kernel's two taps are swapped: W[0] multiplies the present x_t and W[1] the past x_{t−d} "
+        "(with F.conv1d, whose tap 0 is the older input, the kernel is torch.stack([W[1].T, W[0].T], -1)).":
+            cat(_gated(x, W_f, W_g, past, taps=(1, 0))),
+        "tanh and σ are swapped (or W_f and W_g): the filter W_f goes through tanh, the gate W_g through σ.":
+            cat(_gated(x, W_f, W_g, past, act_f=torch.sigmoid, act_g=torch.tanh)),
+        "the gate is missing: multiply tanh(filter) by σ(gate), elementwise.":
+            cat(_gated(x, W_f, W_g, past, act_g=lambda z: 1.0)),
+        "the present step is missing: each convolution is W^(0) x_t + W^(1) x_{t−d}, both taps.":
+            cat(_gated(x, W_f, W_g, past, present=False)),
+        "the past step is missing: each convolution is W^(0) x_t + W^(1) x_{t−d}, both taps.":
+            cat(_gated(x, W_f, W_g, None)),
+        "the output should be [x, new features] concatenated on the last axis, shape (B, T, d_in + filters): "
+        "return torch.cat([x, new], dim=-1).": new,
+        "x and the new features are concatenated in the wrong order: torch.cat([x, new], dim=-1), x first.":
+            torch.cat([new, x], dim=-1),
+    })
+    return mistakes
+
+
+def _future_mistakes(x, W_f, W_g, d):
+    """The dense blocks that look into the future, and what each one returns."""
+    T = x.shape[1]
+    rolled = torch.roll(x, d, dims=1)                   # x_{(t−d) mod T}: the last d steps wrap to the start
+    return {
+        f"the block looks into the future: step t is mixed with x_{{t+d}}, not x_{{t−d}}: the d = {d} zeros "
+        "are padded on the right; pad on the LEFT (F.pad(x, (0, 0, d, 0)) for x of shape (B, T, C)).":
+            torch.cat([x, _gated(x, W_f, W_g, _delayed(x, -d))], -1),
+        f"the block looks into the future: torch.roll wraps the last d = {d} steps round to the start, so steps "
+        f"0..{d - 1} see the end of the sequence; pad with d zeros on the left instead.":
+            torch.cat([x, _gated(x, W_f, W_g, rolled)], -1) if d < T else None,
+    }
+
+
+def _expect_causal(fn, x, W_f, W_g, d, out, t):
+    """Changing the inputs after step t leaves the outputs at steps 0..t unchanged; else name the leak."""
+    g = rng(1000 + d)
+    changed = x.clone()
+    changed[:, t + 1:] = randn(g, x.shape[0], x.shape[1] - t - 1, x.shape[2])
+    after = call(fn, changed, W_f, W_g, d)
+    if not hasattr(after, "shape") or tuple(after.shape) != tuple(out.shape):
+        return
+    diff = (after[:, :t + 1] - out[:, :t + 1]).detach().abs().amax(dim=(0, 2))     # (t + 1,)
+    if not bool(torch.any(diff > 1e-5)):
+        return
+    for symptom, wrong in _future_mistakes(x, W_f, W_g, d).items():
+        if wrong is not None and tuple(wrong.shape) == tuple(out.shape) and torch.allclose(out, wrong, atol=1e-5):
+            raise ExerciseError(symptom)
+    s = int(torch.nonzero(diff > 1e-5)[0])
+    raise ExerciseError(f"the output at step {s} changed when only the inputs after step {t} changed: the block "
+                        "looks into the future. Pad with d zeros on the LEFT only (not on the right, not on both "
+                        "sides), so that step t mixes x_t with x_{t−d}, zero when t < d.")

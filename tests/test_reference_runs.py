@@ -1,0 +1,127 @@
+"""The reference runs that lessons show in fast mode: written by tools/reference_runs.py, never by hand.
+
+Every file is present, names the command that wrote it, has the schema the lessons read, and was made
+with the lesson's current full-mode settings (a lesson whose sizes change needs a new run)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from course_utils.reference_runs import FOLDER, reference_run
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = {"ntm": "ntm_copy", "bahdanau": "bahdanau", "pointer": "pointer", "transformer": "transformer"}
+
+
+def _run(name):
+    run = reference_run(RUNS[name])
+    assert run is not None, f"{FOLDER / (RUNS[name] + '.json')} is missing: run `python tools/reference_runs.py {name}`"
+    assert run["written_by"] == f"tools/reference_runs.py {name}"
+    for key in ("lesson", "what", "settings", "machine", "date", "result"):
+        assert key in run, f"{RUNS[name]}.json has no {key!r}"
+    return run
+
+
+def _rows_sum_to_one(matrix, what, tolerance=0.02):
+    assert all(abs(sum(row) - 1) < tolerance for row in matrix), f"{what}: a row does not sum to 1"
+
+
+def test_ntm_copy():
+    run = _run("ntm")
+    settings, result, curve = run["settings"], run["result"], run["curve"]
+    assert result["converged"] and result["heldout_cost"] < settings["target_bits"]
+    assert result["steps"] == len(curve["cost"]) == len(curve["running_cost"])
+    assert result["sequences"] == result["steps"] * curve["sequences_per_step"]
+    assert curve["sequences_per_step"] == settings["batch_size"]
+    assert curve["running_cost"][-1] < settings["target_bits"] < curve["running_cost"][0]
+    assert [int(L) for L in run["generalisation"]] == settings["test_lengths"]
+    assert all({"bits", "wrong_bits"} <= set(v) for v in run["generalisation"].values())
+    assert [h["length"] for h in run["heads"]] == [settings["max_length"], settings["test_lengths"][-2]]
+    for heads in run["heads"]:
+        steps = 2 * heads["length"] + 1
+        for key, width in (("write_weights", settings["N"]), ("read_weights", settings["N"]),
+                           ("output_probabilities", 8)):
+            rows = heads[key]
+            assert len(rows) == steps and all(len(row) == width for row in rows), f"{key}: wrong shape"
+        _rows_sum_to_one(heads["write_weights"], "write weights")
+        _rows_sum_to_one(heads["read_weights"], "read weights")
+
+
+def test_bahdanau():
+    run = _run("bahdanau")
+    settings = run["settings"]
+    assert set(run["accuracy"]) == {"seq2seq", "attention"}
+    for accuracy in run["accuracy"].values():
+        lengths = [int(L) for L in accuracy]
+        assert min(lengths) == settings["min_len"] and max(lengths) == settings["max_len"]
+        assert all(0 <= a <= 1 for a in accuracy.values())
+    assert run["result"]["attention"] > 0.9 > 0.6 > run["result"]["seq2seq"], "the lesson's promise (its assert)"
+    for example in run["alignments"]:
+        weights = example["weights"]
+        assert len(weights) == len(example["output"]) and all(len(row) == len(example["source"]) for row in weights)
+        _rows_sum_to_one(weights, "alignment weights")
+
+
+def test_pointer():
+    run = _run("pointer")
+    settings, pointers = run["settings"], run["pointers"]
+    assert len(run["losses"]) == settings["num_steps"] == run["result"]["steps"]
+    assert [int(L) for L in run["accuracy"]] == settings["test_lengths"]
+    assert run["result"]["per_position_10"] > 0.98 and run["result"]["whole_sequence_10"] > 0.90
+    assert len(pointers["inputs"]) == 10 and sorted(pointers["chosen"]) == list(range(10))
+    assert len(pointers["weights"]) == 10 and all(len(row) == 10 for row in pointers["weights"])
+    _rows_sum_to_one(pointers["weights"], "pointer weights")
+
+
+def test_transformer():
+    run = _run("transformer")
+    settings, maps = run["settings"], run["maps"]
+    assert len(run["losses"]) == settings["num_steps"] == run["result"]["steps"]
+    assert str(settings["num_steps"]) in run["accuracies"] and run["result"]["test_accuracy"] == 1.0
+    shapes = {"encoder_self": (maps["source"], maps["source"]), "decoder_self": (maps["decoder_input"],) * 2,
+              "decoder_cross": (maps["decoder_input"], maps["source"])}
+    for name, (queries, keys) in shapes.items():
+        layers = maps[name]
+        assert len(layers) == settings["num_layers"] and all(len(heads) == settings["num_heads"] for heads in layers)
+        for heads in layers:
+            for weights in heads:
+                assert len(weights) == len(queries) and all(len(row) == len(keys) for row in weights), name
+                _rows_sum_to_one(weights, name)
+
+
+def _full_mode_python(code):
+    env = dict(os.environ, COURSE_FAST="0", OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT / "tools"))
+    env.pop("CI", None)
+    printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True,
+                             timeout=300, cwd=ROOT).stdout
+    return json.loads(printed.strip().splitlines()[-1])
+
+
+def test_every_run_used_its_lessons_current_full_settings():
+    """Each file's settings are its lesson's sizes cell in full mode; lesson 02 shows lesson 03's seq2seq
+    run, so its sizes must be lesson 03's too."""
+    settings = _full_mode_python(
+        "import json, reference_runs as r\n"
+        "r._full_mode()\n"
+        "s = {run: (r.ntm_settings() if run == 'ntm' else r.lesson_settings(run)) for run in r.RUNS}\n"
+        "ns = r._execute(r._cells(r.SOLUTIONS / '02_seq2seq_bottleneck.ipynb', ['cell-03']))\n"
+        "s['02'] = {k: ns[k] for k in s['bahdanau'] if k in ns}\n"
+        "print(json.dumps(s))\n")
+    for name, file in RUNS.items():
+        assert settings[name] == reference_run(file)["settings"], \
+            f"the lesson's full-mode settings changed: run `python tools/reference_runs.py {name}` again"
+    lesson02 = settings.pop("02")
+    assert lesson02 == {k: v for k, v in settings["bahdanau"].items() if k in lesson02} and len(lesson02) >= 9, \
+        "lesson 02 shows lesson 03's seq2seq run: their sizes must agree"
+
+
+@pytest.mark.parametrize("lesson", ["02_seq2seq_bottleneck", "03_bahdanau_attention", "05_neural_turing_machine",
+                                    "06_pointer_networks", "09_transformer"])
+def test_fast_mode_says_so_and_shows_the_full_run(lesson):
+    """A lesson whose figures need a trained model loads its reference run in fast mode, and only there."""
+    cells = json.loads((ROOT / "solutions" / f"{lesson}.ipynb").read_text(encoding="utf-8"))["cells"]
+    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    assert "reference_run(" in code and ") if FAST else None" in code and "Fast mode:" in code
