@@ -39,7 +39,7 @@ from .positions import (  # noqa: F401 - lessons 08 and 12 import them from here
 
 __all__ = ["scaled_dot_product_attention", "attention_weights", "split_heads", "merge_heads", "MultiHeadAttention",
            "sinusoidal_positional_encoding", "PositionalEncoding", "LearnedPositionalEncoding",
-           "rope_angles", "apply_rope", "repeat_kv_heads", "grouped_query_attention"]
+           "rope_angles", "apply_rope", "repeat_kv_heads", "grouped_query_attention", "store_attention_weights"]
 
 _TORCH_VERSION = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
 # From torch 2.5 on, the CPU kernels return zeros (and finite gradients) for fully masked rows
@@ -330,3 +330,15 @@ class MultiHeadAttention(nn.Module):
             (", rope=True" if self.rope else "")
         return (f"d_model={self.d_model}, num_heads={self.num_heads}, d_head={self.d_head}, "
                 f"dropout={self.dropout}") + extra
+
+
+def store_attention_weights(model, flag=True):
+    """Make every MultiHeadAttention inside `model` keep its weights (`attn_weights`) on the next forward
+    passes (the slower, explicit path), or stop and forget them; returns `model`. The models' own
+    `store_attention` methods (Transformer, GPT, ViT) call this."""
+    for module in model.modules():
+        if isinstance(module, MultiHeadAttention):
+            module.store_weights = flag
+            if not flag:
+                module.attn_weights = None
+    return model

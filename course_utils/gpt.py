@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .attention import LearnedPositionalEncoding, MultiHeadAttention, PositionalEncoding
+from .attention import LearnedPositionalEncoding, MultiHeadAttention, PositionalEncoding, store_attention_weights
 from .masks import causal_mask
 from .transformer import PositionwiseFeedForward
 
@@ -154,11 +154,7 @@ class GPT(nn.Module):
     # ---- attention maps for plots -------------------------------------------------------------
     def store_attention(self, flag=True):
         """Keep every layer's attention weights on the next forward passes (slower path); returns self."""
-        for layer in self.layers:
-            layer.attn.store_weights = flag
-            if not flag:
-                layer.attn.attn_weights = None
-        return self
+        return store_attention_weights(self, flag)
 
     def attention_maps(self):
         """(L, B, h, T, T): the weights of the last forward pass made with store_attention(True)."""

@@ -28,7 +28,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .attention import MultiHeadAttention, PositionalEncoding
+from .attention import MultiHeadAttention, PositionalEncoding, store_attention_weights
 from .masks import causal_mask, padding_mask
 
 __all__ = ["PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder",
@@ -253,12 +253,7 @@ class Transformer(nn.Module):
     # ---- attention maps for plots -------------------------------------------------------------
     def store_attention(self, flag=True):
         """Keep every attention module's weights on the next forward passes (slower path); returns self."""
-        for module in self.modules():
-            if isinstance(module, MultiHeadAttention):
-                module.store_weights = flag
-                if not flag:
-                    module.attn_weights = None
-        return self
+        return store_attention_weights(self, flag)
 
     def attention_maps(self):
         """Weights of the last forward with store_attention(True), stacked over layers:

@@ -24,7 +24,12 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .attention import LearnedPositionalEncoding, MultiHeadAttention, scaled_dot_product_attention
+from .attention import (
+    LearnedPositionalEncoding,
+    MultiHeadAttention,
+    scaled_dot_product_attention,
+    store_attention_weights,
+)
 from .transformer import Encoder
 
 
@@ -186,12 +191,7 @@ class ViT(nn.Module):
 
     def store_attention(self, flag=True):
         """Keep every layer's attention weights on the next forward passes; returns self."""
-        for module in self.modules():
-            if isinstance(module, MultiHeadAttention):
-                module.store_weights = flag
-                if not flag:
-                    module.attn_weights = None
-        return self
+        return store_attention_weights(self, flag)
 
     @torch.no_grad()
     def cls_attention(self, images):
