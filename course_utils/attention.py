@@ -260,9 +260,17 @@ class MultiHeadAttention(nn.Module):
 
     def _attend(self, q, k, v, mask=None, need_weights=False):
         """Projected heads q (B, h, T_q, d_head), k and v (B, h_kv, T_k, d_head) -> (B, T_q, d_model) after W_O."""
-        if self.num_kv_heads != self.num_heads:                     # grouped-query: share the K, V heads
-            k, v = repeat_kv_heads(k, self.num_heads), repeat_kv_heads(v, self.num_heads)
         dropout_p = self.dropout if self.training else 0.0
+        group = self.num_heads // self.num_kv_heads
+        if group > 1 and q.size(2) == 1 and not (need_weights or self.store_weights or dropout_p) and (
+                mask is None or (mask.dim() == 4 and mask.size(1) == 1)):
+            # one decoding step of grouped-query attention: the g query heads of a group become g queries
+            # of their shared key/value head, (B, h, 1, d) -> (B, h_kv, g, d); the cache is never copied
+            B, _, _, d_head = q.shape
+            out = scaled_dot_product_attention(q.reshape(B, self.num_kv_heads, group, d_head), k, v, mask)
+            return self.out_proj(merge_heads(out.reshape(B, self.num_heads, 1, d_head)))   # (B, 1, d_model)
+        if group > 1:                                               # grouped-query: share the K, V heads
+            k, v = repeat_kv_heads(k, self.num_heads), repeat_kv_heads(v, self.num_heads)
         if need_weights or self.store_weights:
             out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p, need_weights=True)
             self.attn_weights = weights.detach()                    # (B, h, T_q, T_k)

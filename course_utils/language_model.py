@@ -19,7 +19,8 @@ from tqdm.auto import tqdm
 from .gpt import next_token_loss
 
 __all__ = ["caption_stream", "eval_windows", "random_windows", "BigramModel", "perplexity",
-           "train_language_model"]
+           "train_language_model", "PRESETS", "POSITION_EXPERIMENT", "prepare", "compare_positions", "run",
+           "run_positions"]
 
 
 def caption_stream(tok, captions, bos_id=1, eos_id=2):
@@ -150,29 +151,73 @@ PRESETS = {
     # a few seconds: the notebook's tests (COURSE_FAST=1)
     "fast": dict(captions=2000, vocab_size=500, context=32, batch_size=16, d_model=64, num_heads=4,
                  num_kv_heads=2, num_layers=2, d_ff=128, dropout=0.0, steps=60, lr=2e-3, warmup=10, eval_every=30),
-    # the lesson in full: about 8 minutes of training on a quiet 2-core CPU (bf16 autocast)
-    "full": dict(captions=None, vocab_size=1000, context=64, batch_size=32, d_model=256, num_heads=8,
-                 num_kv_heads=2, num_layers=7, d_ff=1024, dropout=0.1, steps=1200, lr=2.5e-3, warmup=100,
+    # the lesson in full: about 6 minutes of training on a quiet 2-core CPU (bf16 autocast). No dropout: on a
+    # CPU its random numbers cost ~40 % of a step at these sizes, and 1,200 steps (~3.5 epochs) overfit little
+    "full": dict(captions=None, vocab_size=500, context=64, batch_size=32, d_model=256, num_heads=8,
+                 num_kv_heads=2, num_layers=7, d_ff=1024, dropout=0.0, steps=1200, lr=2.5e-3, warmup=100,
                  eval_every=200),
 }
+
+
+# the position experiment (section 8): small GPTs identical but for their positions, trained at `context`
+# on the main run's tokens, measured at `context` and at twice it
+POSITION_EXPERIMENT = {
+    "fast": dict(context=16, batch_size=8, d_model=32, num_heads=4, num_layers=1, d_ff=64, steps=15, lr=2e-3, warmup=3),
+    "full": dict(context=32, batch_size=32, d_model=128, num_heads=4, num_layers=4, d_ff=512, steps=600, lr=2e-3,
+                 warmup=50),
+}
+
+
+def prepare(preset="full"):
+    """The data of `preset`: an English-only BPE trained on the training captions, and the training and
+    validation captions as streams of ids. Returns (tok, train_stream, val_stream)."""
+    from .data.multi30k import load_multi30k
+    from .tokenization import train_bpe
+
+    p = PRESETS[preset]
+    train_text = [en for _, en in load_multi30k("train", max_pairs=p["captions"])]
+    val_text = [en for _, en in load_multi30k("val")]
+    tok = train_bpe(train_text, vocab_size=p["vocab_size"])
+    return tok, caption_stream(tok, train_text), caption_stream(tok, val_text)
+
+
+def compare_positions(train_stream, val_stream, vocab_size, sizes, amp_dtype=None, seed=0, show_progress=True):
+    """Train one small GPT per kind of positions ("learned", "sinusoidal", "rope") with `sizes`
+    (POSITION_EXPERIMENT); returns {positions: (validation PPL at sizes["context"], at twice it)} and
+    {positions: training seconds}."""
+    from .gpt import GPT, POSITIONS
+
+    results, seconds = {}, {}
+    for positions in POSITIONS:
+        torch.manual_seed(seed)
+        small = GPT(vocab_size, sizes["d_model"], sizes["num_heads"], sizes["num_layers"], sizes["d_ff"],
+                    max_len=2 * sizes["context"], positions=positions)
+        h = train_language_model(small, train_stream, sizes["steps"], sizes["context"], sizes["batch_size"],
+                                 lr=sizes["lr"], warmup=sizes["warmup"], amp_dtype=amp_dtype, seed=seed,
+                                 show_progress=show_progress, desc=positions)
+        results[positions] = tuple(perplexity(small, eval_windows(val_stream, T), amp_dtype=amp_dtype)
+                                   for T in (sizes["context"], 2 * sizes["context"]))
+        seconds[positions] = h["seconds"]
+    return results, seconds
+
+
+def _machine():
+    import os
+    import platform
+
+    return dict(processor=platform.processor() or platform.machine(), cpus=os.cpu_count(), torch=torch.__version__,
+                threads=torch.get_num_threads())
 
 
 def run(preset="full", amp_dtype=torch.bfloat16, seed=0, show_progress=True):
     """Lesson 12's main run: English-only BPE on Multi30k's training captions, the smoothed bigram baseline,
     the GPT of `preset` trained on the training stream; validation perplexity at the training context and at
-    twice it. Returns a report (a dict)."""
-    import platform
-
-    from .data.multi30k import load_multi30k
+    twice it. Returns (report (a dict), model, tok)."""
     from .gpt import GPT
-    from .tokenization import train_bpe
 
     p = PRESETS[preset]
     start = time.time()
-    train_text = [en for _, en in load_multi30k("train", max_pairs=p["captions"])]
-    val_text = [en for _, en in load_multi30k("val")]
-    tok = train_bpe(train_text, vocab_size=p["vocab_size"])
-    train_stream, val_stream = caption_stream(tok, train_text), caption_stream(tok, val_text)
+    tok, train_stream, val_stream = prepare(preset)
     val = eval_windows(val_stream, p["context"])
     bigram = min((BigramModel.fit(train_stream, tok.vocab_size, a) for a in (0.003, 0.01, 0.03, 0.1)),
                  key=lambda m: m.perplexity(val))
@@ -191,8 +236,23 @@ def run(preset="full", amp_dtype=torch.bfloat16, seed=0, show_progress=True):
                   history={k: history[k] for k in ("eval_step", "train_ppl", "val_ppl")},
                   train_seconds=round(history["seconds"], 1), tokens_per_second=round(history["tokens_per_second"]),
                   wall_seconds=round(time.time() - start, 1), threads=torch.get_num_threads(),
-                  amp=str(amp_dtype).replace("torch.", "") if amp_dtype else "off", machine=platform.processor())
+                  amp=str(amp_dtype).replace("torch.", "") if amp_dtype else "off", machine=_machine())
     return report, model, tok
+
+
+def run_positions(preset="full", amp_dtype=torch.bfloat16, seed=0, show_progress=True):
+    """Section 8's experiment on `preset`'s tokens with POSITION_EXPERIMENT[preset]. Returns a report (a dict)."""
+    start = time.time()
+    tok, train_stream, val_stream = prepare(preset)
+    sizes = POSITION_EXPERIMENT[preset]
+    results, seconds = compare_positions(train_stream, val_stream, tok.vocab_size, sizes, amp_dtype, seed,
+                                         show_progress)
+    return dict(preset=preset, sizes=sizes, vocab_size=tok.vocab_size, seed=seed,
+                val_ppl={k: round(a, 2) for k, (a, _) in results.items()},
+                val_ppl_2x={k: round(b, 2) for k, (_, b) in results.items()},
+                train_seconds={k: round(v, 1) for k, v in seconds.items()},
+                wall_seconds=round(time.time() - start, 1),
+                amp=str(amp_dtype).replace("torch.", "") if amp_dtype else "off", machine=_machine())
 
 
 def main(argv=None):
@@ -207,11 +267,17 @@ def main(argv=None):
     parser.add_argument("--out", help="write the report (JSON) here")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--amp", choices=["bf16", "off"], default="bf16")
+    parser.add_argument("--positions", action="store_true",
+                        help="run section 8's experiment (learned, sinusoidal, rotary positions) instead")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     load_before = os.getloadavg()
-    report, _, _ = run(args.preset, torch.bfloat16 if args.amp == "bf16" else None, show_progress=False)
+    amp_dtype = torch.bfloat16 if args.amp == "bf16" else None
+    if args.positions:
+        report = run_positions(args.preset, amp_dtype, show_progress=False)
+    else:
+        report, _, _ = run(args.preset, amp_dtype, show_progress=False)
     report["load_before"], report["load_after"] = [round(x, 2) for x in load_before], \
         [round(x, 2) for x in os.getloadavg()]
     report["command"] = "python -m course_utils.language_model " + " ".join(sys.argv[1:] if argv is None else argv)

@@ -6,6 +6,8 @@ positions that rotate queries and keys (RoPE, lesson 12).
     rope_angles(positions, d_head) / apply_rope(x, positions)           rotate pairs of features
 """
 
+import functools
+
 import torch
 import torch.nn as nn
 
@@ -18,9 +20,15 @@ def rope_angles(positions, d_head, base=10000.0):
     if positions.dim() != 1:
         raise ValueError(f"positions must be a 1-D tensor (T,) of integer positions, got shape "
                          f"{tuple(positions.shape)}")
-    i = torch.arange(d_head // 2, dtype=torch.float32, device=positions.device)
-    theta = base ** (-2.0 * i / d_head)                                  # (d_head/2,) from 1 down to ~1/base
-    return positions.to(torch.float32)[:, None] * theta                  # (T, d_head/2)
+    return positions.to(torch.float32)[:, None] * _rope_frequencies(d_head, base, positions.device)   # (T, d_head/2)
+
+
+@functools.lru_cache(maxsize=64)
+def _rope_frequencies(d_head, base, device):
+    """θ_i = base^(-2i/d_head), i = 0 .. d_head/2 - 1: (d_head/2,), from 1 down to ~1/base (computed once
+    per size: a decoding step asks for them in every layer)."""
+    i = torch.arange(d_head // 2, dtype=torch.float32, device=device)
+    return base ** (-2.0 * i / d_head)
 
 
 def apply_rope(x, positions, base=10000.0):

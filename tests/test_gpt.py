@@ -8,7 +8,16 @@ import nbformat
 import pytest
 import torch
 
-from course_utils.attention import MultiHeadAttention, apply_rope, grouped_query_attention, rope_angles
+from course_utils.attention import (
+    MultiHeadAttention,
+    apply_rope,
+    grouped_query_attention,
+    merge_heads,
+    repeat_kv_heads,
+    rope_angles,
+    scaled_dot_product_attention,
+    split_heads,
+)
 from course_utils.checks import lesson12 as check
 from course_utils.decoding import generate, sample_next, sampling_distribution
 from course_utils.gpt import GPT, kv_cache_bytes, next_token_loss
@@ -97,6 +106,30 @@ def test_extend_cache_equals_causal_forward(rope, num_kv_heads):
     assert cache[0].shape == (2, num_kv_heads or 4, 7, 4)
     assert torch.allclose(torch.cat(outs, 1), full, atol=1e-5)
 
+
+
+@pytest.mark.parametrize("num_kv_heads", [1, 2])
+@pytest.mark.parametrize("mask_shape", [None, (2, 1, 1, 6), (6,), (2, 4, 1, 6)])
+def test_a_grouped_decoding_step_equals_the_repeated_heads(num_kv_heads, mask_shape):
+    """A decoding step folds each group of query heads onto its key/value head instead of copying the
+    cache; with any mask it equals attention over the repeated heads (a (B, h, ...) mask takes the copy)."""
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 4, num_kv_heads=num_kv_heads, rope=True).eval()
+    x = torch.randn(2, 6, 16)
+    cache = None
+    for t in range(5):
+        _, cache = mha.extend_cache(x[:, t:t + 1], cache)
+    mask = None if mask_shape is None else torch.rand(mask_shape) > 0.3
+    if mask is not None:
+        mask[..., -1] = True                                         # every query may see itself
+    out, _ = mha.extend_cache(x[:, 5:], cache, mask)
+    q = split_heads(mha.in_proj(x[:, 5:])[..., :16], 4)
+    q = apply_rope(q, torch.tensor([5]))
+    k, v = mha.in_proj(x)[..., 16:].split(mha.d_kv, -1)
+    k = apply_rope(split_heads(k, num_kv_heads), torch.arange(6))
+    k, v = repeat_kv_heads(k, 4), repeat_kv_heads(split_heads(v, num_kv_heads), 4)
+    expected = mha.out_proj(merge_heads(scaled_dot_product_attention(q, k, v, mask)))
+    assert torch.allclose(out, expected, atol=1e-5)
 
 # ---- RoPE ----------------------------------------------------------------------------------------
 def test_rope_keeps_norms_depends_on_relative_position_and_is_the_complex_product():

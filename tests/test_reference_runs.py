@@ -118,8 +118,39 @@ def test_every_run_used_its_lessons_current_full_settings():
         "lesson 02 shows lesson 03's seq2seq run: their sizes must agree"
 
 
+def test_lesson12_runs_were_written_by_the_command_with_the_current_sizes():
+    """Lesson 12's two runs come from `python -m course_utils.language_model` (not tools/reference_runs.py:
+    the training is the package's, the notebook calls the same functions) with today's full-mode sizes."""
+    from course_utils.gpt import POSITIONS
+    from course_utils.language_model import POSITION_EXPERIMENT, PRESETS
+
+    main = reference_run("lesson12_full")
+    assert main is not None and main["command"].startswith("python -m course_utils.language_model --preset full")
+    assert main["sizes"] == PRESETS["full"], \
+        "PRESETS['full'] changed: run `python -m course_utils.language_model --preset full --out " \
+        "course_utils/reference_runs/lesson12_full.json` again"
+    assert main["history"]["eval_step"][-1] == PRESETS["full"]["steps"]
+    assert main["gpt_val_ppl"] == round(main["history"]["val_ppl"][-1], 2)
+    assert main["gpt_val_ppl"] <= main["bigram_val_ppl"] / 2, "the lesson's promise (its full-mode assert)"
+    positions = reference_run("lesson12_positions")
+    assert positions is not None and positions["command"].startswith(
+        "python -m course_utils.language_model --positions") and positions["preset"] == "full"
+    assert positions["sizes"] == POSITION_EXPERIMENT["full"], \
+        "POSITION_EXPERIMENT['full'] changed: run `python -m course_utils.language_model --positions --out " \
+        "course_utils/reference_runs/lesson12_positions.json` again"
+    assert set(positions["val_ppl"]) == set(positions["val_ppl_2x"]) == set(POSITIONS)
+    assert positions["vocab_size"] == main["vocab_size"]
+    # what the lesson's prose says of this table (l12-rope-experiment-after)
+    at_t, at_2t = positions["val_ppl"], positions["val_ppl_2x"]
+    change = {k: at_2t[k] / at_t[k] for k in POSITIONS}
+    assert at_t["rope"] < at_t["sinusoidal"] < at_t["learned"], \
+        "the lesson says: at T, RoPE, then sinusoidal, then learned"
+    assert change["sinusoidal"] > change["learned"] > change["rope"], \
+        "the lesson says: at 2T sinusoidal degrades most, learned less, RoPE least"
+
+
 @pytest.mark.parametrize("lesson", ["02_seq2seq_bottleneck", "03_bahdanau_attention", "05_neural_turing_machine",
-                                    "06_pointer_networks", "09_transformer"])
+                                    "06_pointer_networks", "09_transformer", "12_gpt_from_scratch"])
 def test_fast_mode_says_so_and_shows_the_full_run(lesson):
     """A lesson whose figures need a trained model loads its reference run in fast mode, and only there."""
     cells = json.loads((ROOT / "solutions" / f"{lesson}.ipynb").read_text(encoding="utf-8"))["cells"]

@@ -137,6 +137,29 @@ VISUAL_LINES = """element => {
 }"""
 
 
+LOG_MESSAGES = """() => {
+    const item = document.querySelector('.jp-LogConsoleStatusItem');
+    const n = item ? parseInt((item.textContent || '').trim(), 10) : 0;
+    return Number.isNaN(n) ? 0 : n;
+}"""  # JupyterLab's status bar counts the outputs that went to its log console
+
+
+def wait_until_settled(state, done, timeout_s, on_timeout, settle_s=1.0):
+    """Poll state() until done(s) holds and state() is still s `settle_s` later (the output has
+    settled); return s. After timeout_s, on_timeout(last state) is called: it fails the test."""
+    end = time.monotonic() + timeout_s
+    while True:
+        s = state()
+        if done(s):
+            time.sleep(settle_s)
+            if state() == s:
+                return s
+        if time.monotonic() > end:
+            on_timeout(s)
+            pytest.fail(f"no settled state within {timeout_s} s")  # on_timeout should have failed already
+        time.sleep(0.25)
+
+
 def cell_source(cell):
     return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
 

@@ -14,6 +14,7 @@ import pytest
 
 from tests.browser.driver import (
     CHECK_CALL,
+    LOG_MESSAGES,
     STREAMS,
     TRACEBACK,
     TRANSLATION_STATE,
@@ -28,6 +29,7 @@ from tests.browser.driver import (
     open_exercises,
     open_notebook,
     shot_name,
+    wait_until_settled,
 )
 from tests.checking import one_message
 
@@ -138,42 +140,32 @@ def _type_into_translation_widget(run, cells):
     run.show(cell)
     run.screenshot("widget-default")
 
-    def log_messages():  # JupyterLab's status bar counts the outputs that went to its log console
-        return page.evaluate("""() => {
-            const item = document.querySelector('.jp-LogConsoleStatusItem');
-            const n = item ? parseInt((item.textContent || '').trim(), 10) : 0;
-            return Number.isNaN(n) ? 0 : n;
-        }""")
-
-    logged = log_messages()
+    logged = page.evaluate(LOG_MESSAGES)
     box = cell.locator(".widget-text input").first
     box.click(timeout=run.remaining_ms(10))
     page.keyboard.press("ControlOrMeta+a")
     page.keyboard.type(TYPED_SENTENCE, delay=5)
     page.keyboard.press("Enter")
-    end = time.monotonic() + run.remaining_ms(TRANSLATE_TIMEOUT) / 1000
-    while True:
-        s = state()
-        if shown(s, default["images"][0]["src"]):
-            time.sleep(1.0)  # let the output settle, then take the final state
-            if state() == s:
-                break
-        if time.monotonic() > end:
-            run.screenshot("widget-typed-timeout")
-            pytest.fail(f"{target}: after typing {TYPED_SENTENCE!r} and Enter into the translation widget "
-                        f"(cell {stop}), no new 'translation:' and heatmap within {TRANSLATE_TIMEOUT} s: "
-                        f"the widget shows {s['text'].strip()[:300]!r} and {len(s['images'])} image(s) "
-                        f"({[(i['width'], i['height']) for i in s['images']]})")
-        time.sleep(0.25)
+
+    def timed_out(s):
+        run.screenshot("widget-typed-timeout")
+        pytest.fail(f"{target}: after typing {TYPED_SENTENCE!r} and Enter into the translation widget "
+                    f"(cell {stop}), no new 'translation:' and heatmap within {TRANSLATE_TIMEOUT} s: "
+                    f"the widget shows {s['text'].strip()[:300]!r} and {len(s['images'])} image(s) "
+                    f"({[(i['width'], i['height']) for i in s['images']]})")
+
+    s = wait_until_settled(state, lambda s: shown(s, default["images"][0]["src"]),
+                           run.remaining_ms(TRANSLATE_TIMEOUT) / 1000, timed_out)
     run.show(cell)
     run.screenshot("widget-typed")
     assert s["input"] == TYPED_SENTENCE, (f"{target}: the widget's text box holds {s['input']!r}, "
                                           f"not the sentence typed {TYPED_SENTENCE!r}")
     assert s["outputs"] == 1, (f"{target}: cell {stop} shows {s['outputs']} outputs, expected only the widget "
                                f"(the heatmap must be inside it)")
-    assert log_messages() == logged, (
+    new_messages = page.evaluate(LOG_MESSAGES) - logged
+    assert new_messages == 0, (
         f"{target}: after typing {TYPED_SENTENCE!r} into the translation widget, JupyterLab's log console "
-        f"counts {log_messages() - logged} new message(s): output of the widget's callback (e.g. its figure) "
+        f"counts {new_messages} new message(s): output of the widget's callback (e.g. its figure) "
         f"went there instead of into the widget; screenshot {run.shots[-1]}")
     assert "<Figure size" not in s["text"], (f"{target}: the translation widget shows a figure's text repr "
                                              f"instead of the heatmap: {s['text'].strip()[:300]!r}")

@@ -20,6 +20,7 @@ import pytest
 
 from tests.browser.driver import (
     CHANGE_TIMEOUT,
+    LOG_MESSAGES,
     NOTEBOOK_BUDGET,
     OUTPUT_STATE,
     TEXT_ONLY,
@@ -33,6 +34,7 @@ from tests.browser.driver import (
     run_up_to,
     shot_name,
     skip_unless_cell,
+    wait_until_settled,
 )
 from tests.browser.server import MINIMAL
 
@@ -161,13 +163,6 @@ _GENERATION_STATE = """cell => {
             outputs: cell.querySelectorAll('.jp-Cell-outputArea > .jp-OutputArea-child').length};
 }"""
 
-_LOG_MESSAGES = """() => {
-    const item = document.querySelector('.jp-LogConsoleStatusItem');
-    const n = item ? parseInt((item.textContent || '').trim(), 10) : 0;
-    return Number.isNaN(n) ? 0 : n;
-}"""
-
-
 def _bars(state):
     return [i["src"][-200:] for i in state["images"]] + state["bars"]
 
@@ -202,7 +197,7 @@ def test_generation_widget(lab, browser):
         before = s
         run.show(cell)
         run.screenshot("widget-default")
-        logged = page.evaluate(_LOG_MESSAGES)
+        logged = page.evaluate(LOG_MESSAGES)
 
         box = cell.locator(".widget-text input, .widget-textarea textarea, .widget-combobox input").first
         box.click(timeout=run.remaining_ms(10))
@@ -212,21 +207,18 @@ def test_generation_widget(lab, browser):
             page.keyboard.press("Tab")  # a text area takes Enter as a new line: leave it to submit
         else:
             page.keyboard.press("Enter")
-        end = time.monotonic() + run.remaining_ms(GENERATE_TIMEOUT) / 1000
-        while True:
-            s = state()
-            if s and s["text"] and s["text"] != before["text"] and _bars(s) and _bars(s) != _bars(before) and all(
-                    i["complete"] and i["width"] for i in s["images"]):
-                time.sleep(1.0)  # let the output settle, then take the final state
-                if state() == s:
-                    break
-            if time.monotonic() > end:
-                run.screenshot("widget-typed-timeout")
-                pytest.fail(f"{target}: after typing {CAPTION_START!r} into the generation widget (cell {stop}), "
-                            f"the continuations and the next-token bars did not both change within "
-                            f"{GENERATE_TIMEOUT} s (text changed: {s['text'] != before['text']}, bars changed: "
-                            f"{_bars(s) != _bars(before)}); the widget shows {s['text'][:300]!r}")
-            time.sleep(0.25)
+
+        def timed_out(s):
+            run.screenshot("widget-typed-timeout")
+            pytest.fail(f"{target}: after typing {CAPTION_START!r} into the generation widget (cell {stop}), "
+                        f"the continuations and the next-token bars did not both change within "
+                        f"{GENERATE_TIMEOUT} s (text changed: {s['text'] != before['text']}, bars changed: "
+                        f"{_bars(s) != _bars(before)}); the widget shows {s['text'][:300]!r}")
+
+        s = wait_until_settled(
+            state, lambda s: s and s["text"] and s["text"] != before["text"] and _bars(s) and _bars(s) != _bars(before)
+            and all(i["complete"] and i["width"] for i in s["images"]), run.remaining_ms(GENERATE_TIMEOUT) / 1000,
+            timed_out)
         run.show(cell)
         png = run.screenshot("widget-typed", element=cell.locator(".jp-Cell-outputArea").first)
         run.phase("widget")
@@ -238,7 +230,7 @@ def test_generation_widget(lab, browser):
             f"{last_line(s['text'])!r}")
         assert s["outputs"] == 1, (f"{target}: cell {stop} shows {s['outputs']} outputs, expected only the widget "
                                    f"(the continuations and the bars must be inside it)")
-        assert page.evaluate(_LOG_MESSAGES) == logged, (
+        assert page.evaluate(LOG_MESSAGES) == logged, (
             f"{target}: after typing into the generation widget, JupyterLab's log console counts new messages: "
             f"output of the widget's callback went there instead of into the widget")
         assert "<Figure size" not in s["text"], (f"{target}: the generation widget shows a figure's text repr "
