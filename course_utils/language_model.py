@@ -151,7 +151,7 @@ PRESETS = {
     # a few seconds: the notebook's tests (COURSE_FAST=1)
     "fast": dict(captions=2000, vocab_size=500, context=32, batch_size=16, d_model=64, num_heads=4,
                  num_kv_heads=2, num_layers=2, d_ff=128, dropout=0.0, steps=60, lr=2e-3, warmup=10, eval_every=30),
-    # the lesson in full: about 6 minutes of training on a quiet 2-core CPU (bf16 autocast). No dropout: on a
+    # the lesson in full: about 8 minutes of training on a 2-core CPU (bf16 autocast). No dropout: on a
     # CPU its random numbers cost ~40 % of a step at these sizes, and 1,200 steps (~3.5 epochs) overfit little
     "full": dict(captions=None, vocab_size=500, context=64, batch_size=32, d_model=256, num_heads=8,
                  num_kv_heads=2, num_layers=7, d_ff=1024, dropout=0.0, steps=1200, lr=2.5e-3, warmup=100,
@@ -201,12 +201,14 @@ def compare_positions(train_stream, val_stream, vocab_size, sizes, amp_dtype=Non
     return results, seconds
 
 
-def _machine():
+def _conditions(amp_dtype):
+    """What a report records of how it ran: the autocast dtype and the machine."""
     import os
     import platform
 
-    return dict(processor=platform.processor() or platform.machine(), cpus=os.cpu_count(), torch=torch.__version__,
-                threads=torch.get_num_threads())
+    return dict(amp=str(amp_dtype).replace("torch.", "") if amp_dtype else "off",
+                machine=dict(processor=platform.processor() or platform.machine(), cpus=os.cpu_count(),
+                             torch=torch.__version__, threads=torch.get_num_threads()))
 
 
 def run(preset="full", amp_dtype=torch.bfloat16, seed=0, show_progress=True):
@@ -236,7 +238,7 @@ def run(preset="full", amp_dtype=torch.bfloat16, seed=0, show_progress=True):
                   history={k: history[k] for k in ("eval_step", "train_ppl", "val_ppl")},
                   train_seconds=round(history["seconds"], 1), tokens_per_second=round(history["tokens_per_second"]),
                   wall_seconds=round(time.time() - start, 1), threads=torch.get_num_threads(),
-                  amp=str(amp_dtype).replace("torch.", "") if amp_dtype else "off", machine=_machine())
+                  **_conditions(amp_dtype))
     return report, model, tok
 
 
@@ -251,8 +253,7 @@ def run_positions(preset="full", amp_dtype=torch.bfloat16, seed=0, show_progress
                 val_ppl={k: round(a, 2) for k, (a, _) in results.items()},
                 val_ppl_2x={k: round(b, 2) for k, (_, b) in results.items()},
                 train_seconds={k: round(v, 1) for k, v in seconds.items()},
-                wall_seconds=round(time.time() - start, 1),
-                amp=str(amp_dtype).replace("torch.", "") if amp_dtype else "off", machine=_machine())
+                wall_seconds=round(time.time() - start, 1), **_conditions(amp_dtype))
 
 
 def main(argv=None):

@@ -144,6 +144,14 @@ LOG_MESSAGES = """() => {
 }"""  # JupyterLab's status bar counts the outputs that went to its log console
 
 
+def type_into(run, box, text, submit="Enter"):
+    """Click the text box `box` (a locator), replace what it holds with `text`, then press `submit`."""
+    box.click(timeout=run.remaining_ms(10))
+    run.page.keyboard.press("ControlOrMeta+a")
+    run.page.keyboard.type(text, delay=5)
+    run.page.keyboard.press(submit)
+
+
 def wait_until_settled(state, done, timeout_s, on_timeout, settle_s=1.0):
     """Poll state() until done(s) holds and state() is still s `settle_s` later (the output has
     settled); return s. After timeout_s, on_timeout(last state) is called: it fails the test."""

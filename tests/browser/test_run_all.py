@@ -29,6 +29,7 @@ from tests.browser.driver import (
     open_exercises,
     open_notebook,
     shot_name,
+    type_into,
     wait_until_settled,
 )
 from tests.checking import one_message
@@ -141,11 +142,7 @@ def _type_into_translation_widget(run, cells):
     run.screenshot("widget-default")
 
     logged = page.evaluate(LOG_MESSAGES)
-    box = cell.locator(".widget-text input").first
-    box.click(timeout=run.remaining_ms(10))
-    page.keyboard.press("ControlOrMeta+a")
-    page.keyboard.type(TYPED_SENTENCE, delay=5)
-    page.keyboard.press("Enter")
+    type_into(run, cell.locator(".widget-text input").first, TYPED_SENTENCE)
 
     def timed_out(s):
         run.screenshot("widget-typed-timeout")

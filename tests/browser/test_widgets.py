@@ -34,6 +34,7 @@ from tests.browser.driver import (
     run_up_to,
     shot_name,
     skip_unless_cell,
+    type_into,
     wait_until_settled,
 )
 from tests.browser.server import MINIMAL
@@ -200,13 +201,8 @@ def test_generation_widget(lab, browser):
         logged = page.evaluate(LOG_MESSAGES)
 
         box = cell.locator(".widget-text input, .widget-textarea textarea, .widget-combobox input").first
-        box.click(timeout=run.remaining_ms(10))
-        page.keyboard.press("ControlOrMeta+a")
-        page.keyboard.type(CAPTION_START, delay=5)
-        if before["textarea"]:
-            page.keyboard.press("Tab")  # a text area takes Enter as a new line: leave it to submit
-        else:
-            page.keyboard.press("Enter")
+        # a text area takes Enter as a new line: leave it with Tab to submit
+        type_into(run, box, CAPTION_START, submit="Tab" if before["textarea"] else "Enter")
 
         def timed_out(s):
             run.screenshot("widget-typed-timeout")
