@@ -10,17 +10,17 @@ from tests.checking import prints_not_implemented
 
 
 @core.exercise("demo")
-def demo_check(fn):
-    x = core.rng(0).normal(size=(3, 4))
-    core.expect_close(core.call(fn, x), x * 2, "demo(x)", mistakes={"you added instead of multiplying": x + 2})
+def demo_check(ev, answer):
+    x = ev.rng(0).normal(size=(3, 4))
+    ev.expect_close(ev.call(answer, x), x * 2, "demo(x)", mistakes={"you added instead of multiplying": x + 2})
     return 2
 
 
 @core.exercise("pair", reference=lambda a, b: (a + b, a * b))
-def pair_check(fn):
-    g = core.rng(1)
+def pair_check(ev, answer):
+    g = ev.rng(1)
     a, b = g.normal(size=(3,)), g.normal(size=(3, 2))
-    total, product = core.expect_returns(core.call(fn, a[:, None], b), (a[:, None] + b, a[:, None] * b),
+    total, product = core.expect_returns(ev.call(answer, a[:, None], b), (a[:, None] + b, a[:, None] * b),
                                          ("total", "product"))
     core.expect_close(total, a[:, None] + b, "total")
     core.expect_close(product, a[:, None] * b, "product")
@@ -147,9 +147,9 @@ def test_a_check_leaves_torch_random_state_alone():
     torch = pytest.importorskip("torch")
 
     @core.exercise("draws")
-    def draws(fn):
+    def draws(ev, answer):
         torch.manual_seed(123)                          # e.g. to build a layer the same way every time
-        core.expect_close(core.call(fn, torch.rand(3)), torch.zeros(3), "draws")
+        ev.expect_close(ev.call(answer, torch.rand(3)), torch.zeros(3), "draws")
 
     torch.manual_seed(0)
     expected = torch.rand(2)

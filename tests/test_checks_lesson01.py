@@ -7,6 +7,8 @@ from course_utils import numpy_attention as ref
 from course_utils.checks import ExerciseError, lesson00, lesson01
 from tests.checking import named, not_implemented, prints_not_implemented
 
+pytestmark = pytest.mark.usefixtures("any_seed_offset")   # every test under every seed offset
+
 
 @pytest.mark.parametrize("check, reference", [
     (lesson00.weighted_sum, ref.weighted_sum),

@@ -8,6 +8,8 @@ from course_utils import recurrent as ref
 from course_utils.checks import lesson02
 from tests.checking import named, not_implemented, prints_not_implemented
 
+pytestmark = pytest.mark.usefixtures("any_seed_offset")   # every test under every seed offset
+
 
 def encoder_forward(encoder, src, lengths):
     return encoder(src, lengths)

@@ -8,6 +8,8 @@ from course_utils import scores as ref
 from course_utils.checks import ExerciseError, lesson03
 from tests.checking import named, not_implemented, prints_not_implemented
 
+pytestmark = pytest.mark.usefixtures("any_seed_offset")   # every test under every seed offset
+
 
 def attention_decoder_step(decoder, y_prev, s_prev, h, mask):
     return decoder.step(y_prev, s_prev, h, mask)

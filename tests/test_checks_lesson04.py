@@ -9,6 +9,8 @@ from course_utils import scores as ref
 from course_utils.checks import ExerciseError, lesson04
 from tests.checking import not_implemented, prints_not_implemented
 
+pytestmark = pytest.mark.usefixtures("any_seed_offset")   # every test under every seed offset
+
 
 def additive_split(s, h, W_a, v_a):
     d_s = s.shape[-1]

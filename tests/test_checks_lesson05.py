@@ -8,6 +8,8 @@ from course_utils.checks import ExerciseError
 from course_utils.checks import lesson05 as check
 from tests.checking import not_implemented, prints_not_implemented
 
+pytestmark = pytest.mark.usefixtures("any_seed_offset")   # every test under every seed offset
+
 CHECKS = {
     check.memory_read: ref.memory_read,
     check.memory_write: ref.memory_write,

@@ -8,6 +8,8 @@ from course_utils.checks import lesson06 as check
 from course_utils.checks.core import ExerciseError
 from tests.checking import not_implemented, prints_not_implemented
 
+pytestmark = pytest.mark.usefixtures("any_seed_offset")   # every test under every seed offset
+
 
 # ---------------------------------------------------------------- pointer scores
 def test_pointer_scores_reference_passes():

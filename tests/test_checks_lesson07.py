@@ -9,6 +9,8 @@ from course_utils import masks
 from course_utils.checks import ExerciseError, lesson07
 from tests.checking import not_implemented, prints_not_implemented
 
+pytestmark = pytest.mark.usefixtures("any_seed_offset")   # every test under every seed offset
+
 
 def reference_attention(q, k, v, mask=None):
     return ref.scaled_dot_product_attention(q, k, v, mask, need_weights=True)

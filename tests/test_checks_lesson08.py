@@ -7,6 +7,8 @@ from course_utils import attention as ref
 from course_utils.checks import ExerciseError, lesson08
 from tests.checking import not_implemented, prints_not_implemented
 
+pytestmark = pytest.mark.usefixtures("any_seed_offset")   # every test under every seed offset
+
 
 def make_mha(scale="d_head", split="ok", merge="ok", out_proj=True, dim=-1, use_mask=True, store=True,
              same_projection=False, invert=False):

@@ -7,6 +7,8 @@ from course_utils import transformer as ref
 from course_utils.checks import ExerciseError, lesson09
 from tests.checking import not_implemented, prints_not_implemented
 
+pytestmark = pytest.mark.usefixtures("any_seed_offset")   # every test under every seed offset
+
 
 def layer_class(base, forward):
     return type("Learner" + base.__name__, (base,), {"forward": forward})

@@ -10,6 +10,8 @@ from course_utils.decoding import beam_step
 from course_utils.training import label_smoothed_loss, noam_lr
 from tests.checking import not_implemented, prints_not_implemented
 
+pytestmark = pytest.mark.usefixtures("any_seed_offset")   # every test under every seed offset
+
 
 # ---- noam_lr -----------------------------------------------------------------------------------
 def test_noam_reference_passes():

@@ -13,6 +13,8 @@ from course_utils.snail import causal_attention_block
 from course_utils.vision import SelfAttention2d, conv1x1, patchify, self_attention_2d
 from tests.checking import not_implemented, prints_not_implemented
 
+pytestmark = pytest.mark.usefixtures("any_seed_offset")   # every test under every seed offset
+
 
 # --- exercise 1: self_attention_2d -----------------------------------------------------------------
 def _attention_2d(x, W_f, W_g, W_h, W_v, softmax_dim=-1, scale="d_key", swap=False, transpose_first=True,

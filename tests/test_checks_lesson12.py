@@ -13,6 +13,8 @@ from course_utils.gpt import next_token_loss
 from course_utils.masks import causal_mask
 from tests.checking import not_implemented, prints_not_implemented
 
+pytestmark = pytest.mark.usefixtures("any_seed_offset")   # every test under every seed offset
+
 
 def wrong(check_fn, fn, symptom):
     outcome = check_fn.evaluate(fn)

@@ -10,6 +10,8 @@ from course_utils import efficient_attention as ref
 from course_utils.checks import lesson13 as check
 from tests.checking import named, not_implemented, prints_not_implemented
 
+pytestmark = pytest.mark.usefixtures("any_seed_offset")   # every test under every seed offset
+
 CHECKS = [check.online_softmax, check.merge_softmax_stats, check.tiled_attention, check.linear_attention]
 
 

@@ -2,17 +2,18 @@
 
 Each check passes the reference solution, rejects typical mistakes with a message that names the
 symptom, and prints a one-line "not implemented yet" notice (and lets the notebook go on) for a
-function that still raises NotImplementedError. The framework is in `core`; `exercises()` lists
-every check of the course, lesson by lesson.
+function that still raises NotImplementedError. The framework is in `core` (the `Exercise` a notebook
+calls) and `evaluation` (the `Evaluation` of one answer, which every check receives); `exercises()`
+lists every check of the course, lesson by lesson.
 """
 import importlib
 import pkgutil
 
 from .core import (
     REGISTRY,
+    Exercise,
     ExerciseError,
     Outcome,
-    call,
     exercise,
     expect,
     expect_close,
@@ -20,11 +21,11 @@ from .core import (
     expect_finite,
     expect_returns,
     expect_shape,
-    rng,
 )
+from .evaluation import Evaluation
 
-__all__ = ["ExerciseError", "Outcome", "call", "exercise", "expect", "expect_close", "expect_distribution",
-           "expect_finite", "expect_returns", "expect_shape", "rng", "exercises"]
+__all__ = ["Evaluation", "Exercise", "ExerciseError", "Outcome", "exercise", "expect", "expect_close",
+           "expect_distribution", "expect_finite", "expect_returns", "expect_shape", "exercises"]
 
 
 def exercises():

@@ -1,14 +1,15 @@
 """The framework every exercise check uses.
 
-A check is a function decorated with `@exercise(title)` that receives the learner's function,
-calls it through `call(...)` on seeded random inputs, and asserts with the `expect_*` helpers:
+A check is a function `check(ev, answer)` decorated with `@exercise(title, reference=...)`. It receives `ev`, the
+`Evaluation` of this one answer (evaluation.py), and the learner's function `answer`; it draws its inputs from
+`ev.rng(seed)`, calls the learner through `ev.call(answer, ...)`, and asserts with `ev.expect_close` and the
+`expect_*` helpers:
 
->>> import numpy as np
->>> from course_utils.checks.core import call, exercise, expect_close, rng
+>>> from course_utils.checks.core import exercise, expect_close
 >>> @exercise("double", reference=lambda x: 2 * x)
-... def double(fn):
-...     x = rng(0).normal(size=3)
-...     expect_close(call(fn, x), 2 * x, "double(x)", mistakes={"you returned x itself": x})
+... def double(ev, answer):
+...     x = ev.rng(0).normal(size=3)
+...     ev.expect_close(ev.call(answer, x), 2 * x, "double(x)", mistakes={"you returned x itself": x})
 ...     return 1                  # number of tests run (optional)
 >>> double(lambda x: x + x)
 ✔ double: correct.
@@ -22,27 +23,25 @@ course_utils.checks.errors.ExerciseError: ✘ double: you returned x itself
 ○ double: not implemented yet. Replace `raise NotImplementedError()` in the exercise cell with your
 code, run that cell, then run this check again.
 
-What a learner sees:
+What a learner sees (`double(answer)`, i.e. `Exercise.__call__`):
 - right: one line with ✔, and nothing else (the check returns None, so no stray output);
 - wrong: `ExerciseError`, shown in Jupyter as one red line naming the exercise and the symptom;
 - not started (the function still raises NotImplementedError): one line with ○, and the notebook
   goes on, so that "Run All" always reaches the end of a lesson.
-Every outcome is recorded in the learner's progress file (`record.py`). `check.evaluate(fn)` gives
-the outcome without printing, raising or recording (the grader and the tests use it).
+Every outcome is recorded in the learner's progress file (`record.py`). `double.evaluate(answer, seed_offset=0)`
+gives the outcome without printing, raising or recording (the grader and the tests use it);
+`double.strict(answer)` raises for an unfinished answer too (an autograder's test cell: tools/export_nbgrader.py).
 """
 import contextlib
-import functools
-import os
-import re
 import sys
 import textwrap
-import traceback
 import warnings
 from typing import NamedTuple
 
 from ..tensors import to_numpy  # noqa: F401 - the checks import it from here
-from . import probes, record
+from . import record
 from .errors import ExerciseError, ValuesDiffer  # noqa: F401 - the checks import them from here
+from .evaluation import Evaluation, LearnerNotImplemented
 from .expectations import (  # noqa: F401 - the checks import them from here
     expect,
     expect_close,
@@ -51,17 +50,12 @@ from .expectations import (  # noqa: F401 - the checks import them from here
     expect_returns,
     expect_shape,
 )
-from .inputs import changed, given, randn, rng, set_seed_offset  # noqa: F401
+from .inputs import randn  # noqa: F401 - the checks import it from here
 
 PASSED, WRONG, NOT_IMPLEMENTED = record.STATUSES
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# lesson ("01") -> {check name: check}, in the order the checks are defined (= the lesson's order)
+# lesson ("01") -> {check name: Exercise}, in the order the checks are defined (= the lesson's order)
 REGISTRY = {}
-
-
-class _LearnerNotImplemented(Exception):
-    pass
 
 
 class Outcome(NamedTuple):
@@ -79,73 +73,90 @@ class Outcome(NamedTuple):
 
 def lesson_of(module_name):
     """'course_utils.checks.lesson05' -> '05'."""
-    match = re.search(r"lesson(\d+)$", module_name)
-    return match.group(1) if match else module_name
+    tail = module_name.rsplit("lesson", 1)
+    return tail[1] if len(tail) == 2 and tail[1].isdigit() else module_name
+
+
+class Exercise:
+    """The check of one exercise, as the notebook calls it: `check.softmax(softmax)`.
+
+    title:      what the learner reads ("softmax").
+    learner_name: what the learner's function or class is called in the notebook; the grader looks it up there.
+    reference:  a correct answer with the exercise's signature; the tests pass it to the check.
+    may_change: the names of the arguments the exercise lets the learner's function change in place (any other
+                argument changed in place is a wrong answer, whatever the function returns).
+    """
+
+    def __init__(self, check, title, learner_name, reference, may_change):
+        self.check, self.title, self.learner_name = check, title, learner_name
+        self.reference, self.may_change = reference, tuple(may_change)
+        self.lesson, self.exercise = lesson_of(check.__module__), check.__name__
+        self.__name__, self.__doc__, self.__wrapped__ = check.__name__, check.__doc__, check
+
+    def __repr__(self):
+        return f"<check of lesson {self.lesson}: {self.title}>"
+
+    def __call__(self, answer):
+        """Check the learner's `answer` as a notebook does: print ✔ or ○, or raise the ✘ message; record it."""
+        outcome = self.evaluate(answer)
+        record.record(self.lesson, self.exercise, self.title, outcome.status, outcome.message)
+        if outcome.status == WRONG:
+            _install_ipython_handler()
+            raise ExerciseError(outcome.message)
+        print(wrap(outcome.message))
+
+    def strict(self, answer):
+        """Like calling the check, but an unfinished answer fails too (an autograder's test cell)."""
+        outcome = self.evaluate(answer)
+        if not outcome.passed:
+            raise ExerciseError(outcome.message)
+        print(wrap(outcome.message))
+
+    def evaluate(self, answer, seed_offset=0):
+        """The Outcome of checking `answer` on inputs drawn from the check's seeds + `seed_offset`, without
+        printing, raising or recording it."""
+        if not callable(answer):
+            return self._outcome(WRONG, f"✘ {self.title}: expected your function (or class), got "
+                                        f"{type(answer).__name__}: pass its name without calling it.")
+        ev = Evaluation(self.reference, seed_offset)
+        with _own_random_state(), warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
+            try:
+                count = self.check(ev, answer)
+                problem = None
+            except LearnerNotImplemented:
+                return self._outcome(NOT_IMPLEMENTED, f"○ {self.title}: not implemented yet. Replace "
+                                                      "`raise NotImplementedError()` in the exercise cell with "
+                                                      "your code, run that cell, then run this check again.")
+            except ExerciseError as error:
+                problem = str(error)
+            except Exception as error:  # noqa: BLE001 - e.g. an answer of a type the check cannot use
+                problem = (f"your answer could not be checked ({type(error).__name__}: {error}). Does it "
+                           "return what the exercise asks for?")
+        modified = [n for n in dict.fromkeys(ev.modified) if n not in self.may_change]
+        if modified:
+            names = ", ".join(f"`{n}`" for n in modified)
+            also = f" Then: {problem}" if problem else ""
+            return self._outcome(WRONG, f"✘ {self.title}: your function changed its input {names} in place "
+                                        "(e.g. `x /= s` or `x.pow_(2)`): compute on a new array instead, e.g. "
+                                        f"`x = x / s`; the caller's values must stay as they were.{also}")
+        if problem is not None:
+            return self._outcome(WRONG, f"✘ {self.title}: {problem}" + _warning_note(warned))
+        tests = count if isinstance(count, int) and count > 0 else 1
+        return self._outcome(PASSED, f"✔ {self.title}: correct" + (f" ({tests} tests)." if tests > 1 else "."),
+                             tests)
+
+    def _outcome(self, status, message, tests=0):
+        return Outcome(self.lesson, self.exercise, self.title, status, message, tests)
 
 
 def exercise(title, name=None, reference=None, may_change=()):
-    """Turn `check(fn, *args)` into the check of the exercise named `title`.
-
-    name:      what the learner's function or class is called in the notebook (default: the
-               check's own name); the grader looks it up there.
-    reference: a correct answer with the exercise's signature; the tests pass it to the check.
-    may_change: the names of the arguments the exercise lets the learner's function change in place
-               (any other argument changed in place is a wrong answer, whatever the function returns).
-    """
+    """Turn `check(ev, answer)` into the `Exercise` named `title`, registered under its lesson (see Exercise)."""
 
     def decorate(check):
-        lesson = lesson_of(check.__module__)
-
-        def outcome(status, message, tests=0):
-            return Outcome(lesson, check.__name__, title, status, message, tests)
-
-        def evaluate(fn, *args, **kwargs):
-            """The Outcome of checking `fn`, without printing, raising or recording it."""
-            if not callable(fn):
-                return outcome(WRONG, f"✘ {title}: expected your function (or class), got "
-                                      f"{type(fn).__name__}: pass its name without calling it.")
-            modified = []
-            with _own_random_state(), probes.exercise_reference(reference), _learner_inputs(modified), \
-                    warnings.catch_warnings(record=True) as warned:
-                warnings.simplefilter("always")
-                try:
-                    count = check(fn, *args, **kwargs)
-                    result = None
-                except _LearnerNotImplemented:
-                    return outcome(NOT_IMPLEMENTED, f"○ {title}: not implemented yet. Replace "
-                                                    "`raise NotImplementedError()` in the exercise cell with your "
-                                                    "code, run that cell, then run this check again.")
-                except ExerciseError as error:
-                    result = str(error)
-                except Exception as error:  # noqa: BLE001 - e.g. an answer of a type the check cannot use
-                    result = (f"your answer could not be checked ({type(error).__name__}: {error}). Does it "
-                              "return what the exercise asks for?")
-            modified = [n for n in dict.fromkeys(modified) if n not in may_change]
-            if modified:
-                names = ", ".join(f"`{n}`" for n in modified)
-                also = f" Then: {result}" if result else ""
-                return outcome(WRONG, f"✘ {title}: your function changed its input {names} in place (e.g. "
-                                      f"`x /= s` or `x.pow_(2)`): compute on a new array instead, e.g. "
-                                      f"`x = x / s`; the caller's values must stay as they were.{also}")
-            if result is not None:
-                return outcome(WRONG, f"✘ {title}: {result}" + _warning_note(warned))
-            tests = count if isinstance(count, int) and count > 0 else 1
-            return outcome(PASSED, f"✔ {title}: correct" + (f" ({tests} tests)." if tests > 1 else "."), tests)
-
-        @functools.wraps(check)
-        def run(fn, *args, **kwargs):
-            result = evaluate(fn, *args, **kwargs)
-            record.record(lesson, check.__name__, title, result.status, result.message)
-            if result.status == WRONG:
-                _install_ipython_handler()
-                raise ExerciseError(result.message)
-            print(wrap(result.message))
-
-        run.title, run.lesson, run.exercise = title, lesson, check.__name__
-        run.learner_name = name or check.__name__
-        run.reference, run.evaluate = reference, evaluate
-        REGISTRY.setdefault(lesson, {})[check.__name__] = run
-        return run
+        ex = Exercise(check, title, name or check.__name__, reference, may_change)
+        REGISTRY.setdefault(ex.lesson, {})[ex.exercise] = ex
+        return ex
 
     return decorate
 
@@ -153,21 +164,9 @@ def exercise(title, name=None, reference=None, may_change=()):
 def _own_random_state():
     """A check draws its own random numbers: torch's global generator (which a check moves when it
     builds layers) comes back as it was, so the cells after a check give the same numbers whether the
-    check passed or not. (NumPy's global generator is never used: checks draw from `rng(seed)`.)"""
+    check passed or not. (NumPy's global generator is never used: checks draw from `ev.rng(seed)`.)"""
     torch = sys.modules.get("torch")          # lessons without torch do not import it for this
     return torch.random.fork_rng(devices=[]) if torch is not None else contextlib.nullcontext()
-
-
-_MODIFIED = [None]   # while a check runs: the list that collects the names of inputs the learner modified
-
-
-@contextlib.contextmanager
-def _learner_inputs(modified):
-    saved, _MODIFIED[0] = _MODIFIED[0], modified
-    try:
-        yield
-    finally:
-        _MODIFIED[0] = saved
 
 
 def _warning_note(warned):
@@ -190,60 +189,21 @@ def wrap(message, width=72):
     return "\n".join(lines)
 
 
-def _learner_frames(tb):
-    """The traceback lines that belong to the learner's code, not to this package."""
-    frames = [f for f in traceback.extract_tb(tb) if not os.path.abspath(f.filename).startswith(_PACKAGE_DIR)]
-    return "".join(traceback.format_list(frames[-3:]))
-
-
-def call(fn, *args, **kwargs):
-    """Call the learner's `fn` on copies of the arguments; turn its exceptions into messages a learner can
-    act on, and note every argument it changed in place (the check then says so)."""
-    args_given, kwargs_given = given(args, kwargs)
-    probes.remember_call(fn, args, kwargs)
-    try:
-        return fn(*args_given, **kwargs_given)
-    except NotImplementedError:
-        raise _LearnerNotImplemented() from None
-    except ExerciseError:
-        raise
-    except SystemExit as error:
-        raise ExerciseError(f"your function called exit() (SystemExit: {error.code}): return the result "
-                            "instead of stopping Python.") from None
-    except Exception as error:  # the learner's code crashed: show where, in their code
-        where = _learner_frames(error.__traceback__) or getattr(error, "learner_where", "")  # (the grader's)
-        shapes = ", ".join(describe(a) for a in args)
-        raise ExerciseError(
-            f"your function raised {type(error).__name__}: {error}\n"
-            f"  called with: {shapes}\n" + (f"  in your code:\n{where}" if where else "")) from None
-    finally:
-        if _MODIFIED[0] is not None:
-            _MODIFIED[0].extend(changed(fn, (args, kwargs), (args_given, kwargs_given)))
-
-
-def describe(x):
-    """A short description of an argument: shape and dtype for arrays, repr for the rest."""
-    if hasattr(x, "shape") and hasattr(x, "dtype"):
-        return f"{type(x).__name__} of shape {tuple(x.shape)} ({x.dtype})"
-    text = repr(x)
-    return text if len(text) < 40 else text[:37] + "..."
-
-
 def single_threaded(check):
     """Run a check on one thread: its tensors are tiny, and on a shared machine extra threads only
     wait for each other (a check can get ten times slower)."""
 
-    @functools.wraps(check)
-    def run(*args, **kwargs):
+    def run(ev, answer):
         import torch
 
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
-            return check(*args, **kwargs)
+            return check(ev, answer)
         finally:
             torch.set_num_threads(threads)
 
+    run.__name__, run.__doc__, run.__module__ = check.__name__, check.__doc__, check.__module__
     return run
 
 

@@ -5,7 +5,8 @@ positions (pairs (i, i+1) instead of halves, the angle's sign, the frequencies).
 import torch
 
 from ..decoding import sampling_distribution as ref_sampling
-from .core import expect_close, expect_distribution, expect_shape
+from .core import expect_distribution, expect_shape
+from .evaluation import Evaluation
 
 
 def _keep_top_p(probs, top_p, crossing=True):
@@ -66,7 +67,7 @@ _MISTAKES = {
 }
 
 
-def _expect_sampling(got, logits, temperature, top_k, top_p, what):
+def _expect_sampling(ev: Evaluation, got, logits, temperature, top_k, top_p, what):
     expect_shape(got, tuple(logits.shape), what)
     expected = ref_sampling(logits, temperature, top_k, top_p)
     mistakes = {text: _variant(logits, temperature, top_k, top_p, kind) for kind, text in _MISTAKES.items()}
@@ -77,7 +78,7 @@ def _expect_sampling(got, logits, temperature, top_k, top_p, what):
         _variant(logits, temperature, top_k, top_p, "no_renorm")
     mistakes = {k: v for k, v in mistakes.items() if not torch.allclose(v.float(), expected, atol=1e-5,
                                                                          equal_nan=True)}
-    expect_close(got, expected, what, mistakes=mistakes, atol=1e-5, rtol=1e-4)
+    ev.expect_close(got, expected, what, mistakes=mistakes, atol=1e-5, rtol=1e-4)
     expect_distribution(got, what)
 
 

@@ -1,8 +1,9 @@
 """What a check gives the learner's function: seeded inputs, handed over as copies.
 
-- `rng(seed)`: every random input of a check comes from here. In a notebook the seeds are fixed, so a
-  check gives the same message every time; the grader adds an offset the notebook cannot know
-  (`set_seed_offset`), so that a table of answers recorded from the reference earns nothing.
+- the seeds: every random input of a check comes from its evaluation's `ev.rng(seed)` (evaluation.py). In a
+  notebook the seeds are fixed, so a check gives the same message every time; the grader moves them by an
+  offset the notebook cannot know, so that a table of answers recorded from the reference earns nothing.
+  `randn(generator, *shape)` turns such a generator's draws into a float32 tensor.
 - `given(args, kwargs)`: the learner's function receives copies of the check's arrays and tensors, so the
   expected values are always computed from inputs the learner's code never touched;
   `changed(...)` then names every argument the function modified in place.
@@ -10,19 +11,6 @@
 import inspect
 
 import numpy as np
-
-_SEED_OFFSET = 0
-
-
-def set_seed_offset(offset):
-    """Draw every check's inputs from `seed + offset` (the grader sets a secret offset); 0 = the notebook's."""
-    global _SEED_OFFSET
-    _SEED_OFFSET = int(offset)
-
-
-def rng(seed=0):
-    """A seeded NumPy random generator: every check uses its own, so checks are repeatable."""
-    return np.random.default_rng(seed + _SEED_OFFSET)
 
 
 def randn(generator, *shape, scale=1.0):
@@ -76,20 +64,20 @@ def _equal(a, b):
     return True                                   # not copied, not compared
 
 
-def argument_names(fn, count):
-    """The names of `fn`'s first `count` positional parameters ("argument 1", ... where unknown)."""
-    fn = getattr(fn, "forward", fn)               # an nn.Module: the names of its forward
+def argument_names(answer, count):
+    """The names of `answer`'s first `count` positional parameters ("argument 1", ... where unknown)."""
+    answer = getattr(answer, "forward", answer)               # an nn.Module: the names of its forward
     try:
-        params = [p.name for p in inspect.signature(fn).parameters.values()
+        params = [p.name for p in inspect.signature(answer).parameters.values()
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     except (TypeError, ValueError):
         params = []
     return [params[i] if i < len(params) else f"argument {i + 1}" for i in range(count)]
 
 
-def changed(fn, originals, copies):
-    """Names of the arguments whose copy `fn` modified: (args, kwargs) before and after."""
+def changed(answer, originals, copies):
+    """Names of the arguments whose copy `answer` modified: (args, kwargs) before and after."""
     (args, kwargs), (args_given, kwargs_given) = originals, copies
-    names = argument_names(fn, len(args))
+    names = argument_names(answer, len(args))
     out = [name for name, a, b in zip(names, args, args_given) if not _equal(a, b)]
     return out + [k for k in kwargs if not _equal(kwargs[k], kwargs_given[k])]

@@ -4,7 +4,14 @@ import torch.nn.functional as F
 
 from .. import recurrent as ref
 from ..data.sequences import PAD_ID
-from .core import call, exercise, expect, expect_close, expect_returns, expect_shape, rng, single_threaded
+from .core import (
+    exercise,
+    expect,
+    expect_returns,
+    expect_shape,
+    single_threaded,
+)
+from .evaluation import Evaluation
 
 VOCAB = 13
 
@@ -28,8 +35,8 @@ def _decoder_step(decoder, y_prev, s_prev):
 
 @exercise("encoder forward pass", reference=_encoder_forward)
 @single_threaded
-def encoder_forward(fn):
-    """fn(encoder, src (B, S), lengths (B,)) -> h (B, S, d_hidden), s (B, d_hidden)."""
+def encoder_forward(ev: Evaluation, answer):
+    """answer(encoder, src (B, S), lengths (B,)) -> h (B, S, d_hidden), s (B, d_hidden)."""
     tests = 0
     # the first batch has a column of padding after its longest sequence, as a padded batch of a
     # larger data set may: every row's last real token is then before the last column
@@ -37,18 +44,18 @@ def encoder_forward(fn):
         with torch.random.fork_rng():
             torch.manual_seed(seed)
             encoder = ref.Encoder(VOCAB, 5, 8)
-        src, lens = _tokens(rng(seed), lengths, extra)
+        src, lens = _tokens(ev.rng(seed), lengths, extra)
         B, S = src.shape
         with torch.no_grad():
             h_ref, s_ref = encoder(src, lens)
-            h, s = expect_returns(call(fn, encoder, src, lens.clone()), (h_ref, s_ref), ("h", "s"))
+            h, s = expect_returns(ev.call(answer, encoder, src, lens.clone()), (h_ref, s_ref), ("h", "s"))
             unpacked, _ = encoder.gru(encoder.embedding(src))        # ran over the padding too
         rows = torch.arange(B)
         expect_shape(h, (B, S, 8), "h")
         keep = (src != PAD_ID)[..., None]
-        expect_close(h * keep, h_ref, f"h at the real tokens (lengths {lengths}); positions past "
-                     "each length are not checked")
-        expect_close(s, s_ref, f"the final state s (lengths {lengths})", mistakes={
+        ev.expect_close(h * keep, h_ref, f"h at the real tokens (lengths {lengths}); positions past "
+                        "each length are not checked")
+        ev.expect_close(s, s_ref, f"the final state s (lengths {lengths})", mistakes={
             "s is the GRU's output at the last column, which is padding for the shorter sequences: "
             "take each sequence's state at its last real token (index lengths - 1), or pack the batch "
             "with pack_padded_sequence so the GRU stops there": unpacked[:, -1],
@@ -64,22 +71,22 @@ def encoder_forward(fn):
 
 @exercise("one decoder step", reference=_decoder_step)
 @single_threaded
-def decoder_step(fn):
-    """fn(decoder, y_prev (B,), s_prev (B, d_hidden)) -> logits (B, vocab), s (B, d_hidden)."""
+def decoder_step(ev: Evaluation, answer):
+    """answer(decoder, y_prev (B,), s_prev (B, d_hidden)) -> logits (B, vocab), s (B, d_hidden)."""
     tests = 0
     for seed, B in enumerate([4, 1, 6]):
         with torch.random.fork_rng():
             torch.manual_seed(10 + seed)
             decoder = ref.Decoder(VOCAB, 5, 8)
-        g = rng(seed)
+        g = ev.rng(seed)
         y_prev = torch.as_tensor(g.integers(1, VOCAB, size=B))
         s_prev = torch.as_tensor(g.normal(size=(B, 8)), dtype=torch.float32)
         with torch.no_grad():
             logits_ref, s_ref = decoder.step(y_prev, s_prev)
-            logits, s = expect_returns(call(fn, decoder, y_prev, s_prev.clone()), (logits_ref, s_ref),
+            logits, s = expect_returns(ev.call(answer, decoder, y_prev, s_prev.clone()), (logits_ref, s_ref),
                                        ("logits", "s"))
             x = decoder.embedding(y_prev)[:, None, :]
-            expect_close(s, s_ref, f"the new state s (B={B})", mistakes={
+            ev.expect_close(s, s_ref, f"the new state s (B={B})", mistakes={
                 "s is the previous state: return the state the GRU computes from y_prev and s_prev":
                     s_prev,
                 "s ignores the previous token: feed the EMBEDDING of y_prev to the GRU, with s_prev as "
@@ -89,7 +96,7 @@ def decoder_step(fn):
                 "s has an extra leading axis (num_layers): the GRU returns its state as (1, B, d_hidden); "
                 "take s[0]": s_ref[None],
             })
-            expect_close(logits, logits_ref, f"the logits (B={B})", mistakes={
+            ev.expect_close(logits, logits_ref, f"the logits (B={B})", mistakes={
                 "the logits come from the previous state s_prev: project the NEW state, "
                 "decoder.out(s)": decoder.out(s_prev),
                 "you returned probabilities: return the logits decoder.out(s), without a softmax "
@@ -105,14 +112,14 @@ def decoder_step(fn):
 
 @exercise("teacher-forced loss", reference=ref.sequence_loss)
 @single_threaded
-def sequence_loss(fn):
-    """fn(logits (B, T, V), tgt_out (B, T), pad_id) -> mean cross-entropy over the real tokens."""
+def sequence_loss(ev: Evaluation, answer):
+    """answer(logits (B, T, V), tgt_out (B, T), pad_id) -> mean cross-entropy over the real tokens."""
     tests = 0
     for seed, lengths in enumerate([[5, 2, 4], [3, 3], [6, 1, 2, 6]]):
-        g = rng(seed)
+        g = ev.rng(seed)
         tgt_out, _ = _tokens(g, lengths)
         logits = torch.as_tensor(g.normal(size=(*tgt_out.shape, VOCAB)) * 2, dtype=torch.float32)
-        loss = call(fn, logits, tgt_out.clone(), PAD_ID)
+        loss = ev.call(answer, logits, tgt_out.clone(), PAD_ID)
         expect(isinstance(loss, torch.Tensor), f"return the loss as a torch tensor (for .backward()), "
                                                f"got {type(loss).__name__}.")
         expect(loss.dim() == 0 or loss.numel() == 1, f"the loss should be one number (a scalar "
@@ -120,8 +127,8 @@ def sequence_loss(fn):
         flat_logits, flat = logits.reshape(-1, VOCAB), tgt_out.reshape(-1)
         per_token = F.cross_entropy(flat_logits, flat, reduction="none").reshape(tgt_out.shape)
         real = (tgt_out != PAD_ID).float()
-        expect_close(loss.reshape(()), ref.sequence_loss(logits, tgt_out, PAD_ID),
-                     f"the loss (target lengths {lengths})", mistakes={
+        ev.expect_close(loss.reshape(()), ref.sequence_loss(logits, tgt_out, PAD_ID),
+                        f"the loss (target lengths {lengths})", mistakes={
             "the padding positions count in the loss: ignore targets equal to pad_id "
             "(ignore_index=pad_id), so that every real token weighs the same":
                 F.cross_entropy(flat_logits, flat),

@@ -5,16 +5,14 @@ import torch
 from .. import recurrent
 from .. import scores as ref
 from .core import (
-    call,
     exercise,
-    expect_close,
     expect_distribution,
     expect_returns,
     expect_shape,
     randn,
-    rng,
     single_threaded,
 )
+from .evaluation import Evaluation
 
 
 def random_mask(g, B, T, lengths=None):
@@ -31,17 +29,17 @@ def _padded(g, lengths, d):
 
 
 @exercise("bidirectional encoder states", reference=recurrent.bidirectional_states)
-def bidirectional_states(fn):
-    """fn(h_fwd (B, S, d), h_bwd (B, S, d), lengths (B,)) -> h (B, S, 2d), final (B, 2d)."""
+def bidirectional_states(ev: Evaluation, answer):
+    """answer(h_fwd (B, S, d), h_bwd (B, S, d), lengths (B,)) -> h (B, S, 2d), final (B, 2d)."""
     tests = 0
     for seed, (lengths, d) in enumerate([([4, 2, 5, 1], 3), ([3, 3], 4), ([6, 2, 4], 2)]):
-        g = rng(seed)
+        g = ev.rng(seed)
         h_fwd, h_bwd, lens = _padded(g, lengths, d), _padded(g, lengths, d), torch.tensor(lengths)
         h_ref, final_ref = recurrent.bidirectional_states(h_fwd, h_bwd, lens)
-        h, final = expect_returns(call(fn, h_fwd.clone(), h_bwd.clone(), lens.clone()), (h_ref, final_ref),
+        h, final = expect_returns(ev.call(answer, h_fwd.clone(), h_bwd.clone(), lens.clone()), (h_ref, final_ref),
                                   ("h", "final"))
         concatenate = "concatenate them along the features: torch.cat([h_fwd, h_bwd], dim=-1), shape (B, S, 2d)"
-        expect_close(h, h_ref, f"h (lengths {lengths}, d={d})", mistakes={
+        ev.expect_close(h, h_ref, f"h (lengths {lengths}, d={d})", mistakes={
             "the directions are swapped: h_i = [forward h_i; backward h_i], the forward states first":
                 torch.cat([h_bwd, h_fwd], -1),
             f"you added the two directions: {concatenate}": h_fwd + h_bwd,
@@ -57,7 +55,7 @@ def bidirectional_states(fn):
         bwd_first, bwd_last, bwd_end = h_bwd[:, 0], h_bwd[rows, lens - 1], h_bwd[:, S - 1]
         backward = ("the backward GRU reads right to left, from the last real token back to the first, so its "
                     "final state is at position 0: h_bwd[:, 0]")
-        expect_close(final, final_ref, f"the final states (lengths {lengths}, d={d})", mistakes={
+        ev.expect_close(final, final_ref, f"the final states (lengths {lengths}, d={d})", mistakes={
             "the forward final state is taken at the last column, which is padding for the shorter sequences "
             "(zeros): take it at each sequence's last real token, h_fwd[torch.arange(B), lengths - 1]":
                 torch.cat([fwd_end, bwd_first], -1),
@@ -80,14 +78,14 @@ def bidirectional_states(fn):
 
 
 @exercise("additive score", reference=ref.additive_score)
-def additive_score(fn):
-    """fn(s (B, d_s), h (B, T, d_h), W_a (d_a, d_s + d_h), v_a (d_a,)) -> e (B, T)."""
+def additive_score(ev: Evaluation, answer):
+    """answer(s (B, d_s), h (B, T, d_h), W_a (d_a, d_s + d_h), v_a (d_a,)) -> e (B, T)."""
     tests = 0
     for seed, (B, T, d_s, d_h, d_a) in enumerate([(3, 7, 5, 5, 8), (2, 5, 4, 6, 3), (1, 4, 3, 8, 5)]):
-        g = rng(seed)
+        g = ev.rng(seed)
         s, h = randn(g, B, d_s), randn(g, B, T, d_h)
         W_a, v_a = randn(g, d_a, d_s + d_h, scale=0.7), randn(g, d_a)
-        e = call(fn, s, h.clone(), W_a, v_a)
+        e = ev.call(answer, s, h.clone(), W_a, v_a)
         s_rep = s[:, None, :].expand(B, T, d_s)
         hidden = torch.tanh(torch.cat([s_rep, h], -1) @ W_a.T)                 # (B, T, d_a)
         mistakes = {
@@ -101,25 +99,26 @@ def additive_score(fn):
             "e keeps the d_a hidden units: multiply tanh(W_a [s; h_i]) by v_a to get one score per position":
                 hidden,
         }
-        expect_close(e, ref.additive_score(s, h, W_a, v_a), f"e (B={B}, T={T}, d_s={d_s}, d_h={d_h})",
-                     mistakes=mistakes)
+        ev.expect_close(e, ref.additive_score(s, h, W_a, v_a), f"e (B={B}, T={T}, d_s={d_s}, d_h={d_h})",
+                        mistakes=mistakes)
         tests += 1
     return tests
 
 
 @exercise("masked softmax", reference=ref.masked_softmax)
-def masked_softmax(fn):
-    """fn(scores (..., T), mask bool broadcastable, True = keep) -> weights; fully masked rows -> 0."""
+def masked_softmax(ev: Evaluation, answer):
+    """answer(scores (..., T), mask bool broadcastable, True = keep) -> weights; fully masked rows -> 0."""
     tests = 0
     cases = [((4, 6), (4, 6)), ((3, 5), (3, 5)), ((2, 3, 5), (2, 1, 5))]
     for seed, (shape, mask_shape) in enumerate(cases):
-        g = rng(seed)
+        g = ev.rng(seed)
         scores = randn(g, *shape, scale=3.0)
         mask = torch.as_tensor(g.random(size=mask_shape) < 0.6)
         mask[..., 0] = True
         if seed == 1:
-            mask[1] = False                                        # one fully masked row
-        weights = call(fn, scores.clone(), mask.clone())
+            mask[1] = False                                        # one fully masked row,
+            mask[0, -1] = False                                    # and a row that is only partly masked
+        weights = ev.call(answer, scores.clone(), mask.clone())
         expect_shape(weights, shape, f"the weights (scores of shape {shape})")
         expected = ref.masked_softmax(scores, mask)
         inverted = ref.masked_softmax(scores, ~mask)
@@ -145,7 +144,7 @@ def masked_softmax(fn):
         if seed != 1:
             del mistakes["a row where every position is masked gives uniform weights: it must give zeros "
                          "(multiply the weights by the mask)"]
-        expect_close(weights, expected, f"the weights (scores {shape}, mask {mask_shape})", mistakes=mistakes)
+        ev.expect_close(weights, expected, f"the weights (scores {shape}, mask {mask_shape})", mistakes=mistakes)
         w = weights.detach().numpy()
         full = mask.expand(shape).any(-1).numpy()
         expect_distribution(w[full], "the weights of rows with a real position")
@@ -154,15 +153,15 @@ def masked_softmax(fn):
 
 
 @exercise("context vector", reference=ref.context_vector)
-def context_vector(fn):
-    """fn(weights (B, T), h (B, T, d_h)) -> c (B, d_h) = sum_i alpha_i h_i."""
+def context_vector(ev: Evaluation, answer):
+    """answer(weights (B, T), h (B, T, d_h)) -> c (B, d_h) = sum_i alpha_i h_i."""
     tests = 0
     for seed, (B, T, d) in enumerate([(2, 5, 3), (4, 3, 7), (1, 6, 6)]):
-        g = rng(seed)
+        g = ev.rng(seed)
         weights = torch.softmax(randn(g, B, T, scale=2.0), -1)
         h = randn(g, B, T, d)
-        c = call(fn, weights.clone(), h.clone())
-        expect_close(c, ref.context_vector(weights, h), f"c (B={B}, T={T}, d_h={d})", mistakes={
+        c = ev.call(answer, weights.clone(), h.clone())
+        ev.expect_close(c, ref.context_vector(weights, h), f"c (B={B}, T={T}, d_h={d})", mistakes={
             "c ignores the weights (a plain mean of h): c = sum_i alpha_i h_i": h.mean(1),
             "c is a mean of alpha_i h_i: SUM over the source positions (the weights already sum to 1)":
                 (weights[..., None] * h).mean(1),
@@ -184,8 +183,8 @@ def _attention_decoder_step(decoder, y_prev, s_prev, h, mask):
 
 @exercise("one attention decoder step", reference=_attention_decoder_step)
 @single_threaded
-def attention_decoder_step(fn):
-    """fn(decoder, y_prev (B,), s_prev (B, d_hidden), h (B, S, d_enc), mask (B, S)) -> logits, s, alpha."""
+def attention_decoder_step(ev: Evaluation, answer):
+    """answer(decoder, y_prev (B,), s_prev (B, d_hidden), h (B, S, d_enc), mask (B, S)) -> logits, s, alpha."""
     tests = 0
     d_emb, d_hidden, d_enc, vocab = 4, 6, 8, 11
     for seed, lengths in enumerate([[5, 3, 2], [4, 4], [6, 1, 3, 5]]):
@@ -193,31 +192,31 @@ def attention_decoder_step(fn):
             torch.manual_seed(20 + seed)
             decoder = recurrent.AttentionDecoder(vocab, d_emb, d_hidden, d_enc,
                                                  ref.AdditiveAttention(d_hidden, d_enc, 5))
-        g = rng(seed)
+        g = ev.rng(seed)
         B, S = len(lengths), max(lengths)
         y_prev = torch.as_tensor(g.integers(1, vocab, size=B))
         s_prev, h = randn(g, B, d_hidden), randn(g, B, S, d_enc)
         mask = random_mask(g, B, S, lengths)
         with torch.no_grad():
             logits_ref, s_ref, alpha_ref = decoder.step(y_prev, s_prev, h, mask)
-            logits, s, alpha = expect_returns(call(fn, decoder, y_prev, s_prev.clone(), h.clone(), mask.clone()),
+            logits, s, alpha = expect_returns(ev.call(answer, decoder, y_prev, s_prev.clone(), h.clone(), mask.clone()),
                                               (logits_ref, s_ref, alpha_ref), ("logits", "s", "alpha"))
             x = decoder.embedding(y_prev)
             c_ref = ref.context_vector(alpha_ref, h)
             e = decoder.attention.score(s_prev, h)
-            expect_close(alpha, alpha_ref, f"alpha (source lengths {lengths})", mistakes={
+            ev.expect_close(alpha, alpha_ref, f"alpha (source lengths {lengths})", mistakes={
                 "alpha gives weight to padding: pass the mask to the attention (True = real token)":
                     torch.softmax(e, -1),
                 "alpha attends to the padding only: the mask is True at real tokens, pass it as it is (not ~mask)":
                     ref.masked_softmax(e, ~mask),
             })
             expect_distribution(alpha, "alpha")
-            expect_close(s, s_ref, f"the new state s (source lengths {lengths})", mistakes={
+            ev.expect_close(s, s_ref, f"the new state s (source lengths {lengths})", mistakes={
                 "the GRU input is [c_t; embedding]: concatenate [embedding(y_prev); c_t] in that order":
                     decoder.gru(torch.cat([c_ref, x], -1), s_prev),
                 "the state s is the previous state: update it with the GRU cell": s_prev,
             })
-            expect_close(logits, logits_ref, f"the logits (source lengths {lengths})", mistakes={
+            ev.expect_close(logits, logits_ref, f"the logits (source lengths {lengths})", mistakes={
                 "the logits come from the previous state: use decoder.out([s_t; c_t]) with the NEW state":
                     decoder.out(torch.cat([s_prev, c_ref], -1)),
                 "the logits come from [c_t; s_t]: concatenate [s_t; c_t] (state first)":

@@ -13,21 +13,27 @@ from .. import scores as ref
 from .core import (
     ExerciseError,
     ValuesDiffer,
-    call,
     exercise,
     expect,
-    expect_close,
     expect_returns,
     expect_shape,
     randn,
-    rng,
     to_numpy,
 )
+from .evaluation import Evaluation
 
 
-def _inputs(seed, B, T, d_s, d_h, scale=1.0):
-    g = rng(seed)
-    return g, randn(g, B, d_s, scale=scale), randn(g, B, T, d_h, scale=scale)
+def _score_tests(ev: Evaluation, answer, reference, configs, draw, mistakes, what):
+    """The loop of every score check: for each config, draw the score function's inputs from the config's
+    seed, call the learner's function on them, and compare its scores e (B, T) with the reference's, naming
+    the exercise's typical mistakes. draw(g, *config) -> the arguments; mistakes(*arguments) -> {symptom:
+    scores}; what(*arguments) -> how the message names the scores. Returns the number of tests."""
+    for seed, config in enumerate(configs):
+        args = draw(ev.rng(seed), *config)
+        expected = reference(*args)                                          # (B, T)
+        e = ev.call(answer, *args)                       # (a wrong shape is named by a mistake, or as a shape)
+        ev.expect_close(e, expected, what(*args), mistakes=mistakes(*args))
+    return len(configs)
 
 
 def _dot(s, h):
@@ -35,15 +41,14 @@ def _dot(s, h):
 
 
 @exercise("cosine score (Graves)", reference=ref.cosine_score)
-def cosine_score(fn):
-    """fn(s (B, d), h (B, T, d), beta) -> beta * cos(s, h_i), (B, T)."""
-    tests = 0
-    for seed, (B, T, d, beta) in enumerate([(2, 5, 4, 1.0), (3, 4, 6, 5.0), (1, 7, 3, 2.5)]):
-        g, s, h = _inputs(seed, B, T, d, d, scale=2.0)
-        e = call(fn, s.clone(), h.clone(), beta)
-        expect_shape(e, (B, T), f"e (B={B}, T={T})")
+def cosine_score(ev: Evaluation, answer):
+    """answer(s (B, d), h (B, T, d), beta) -> beta * cos(s, h_i), (B, T)."""
+    def draw(g, B, T, d, beta):
+        return randn(g, B, d, scale=2.0), randn(g, B, T, d, scale=2.0), beta
+
+    def mistakes(s, h, beta):
         norm_s, norm_h = s.norm(dim=-1, keepdim=True), h.norm(dim=-1)
-        mistakes = {
+        found = {
             "the scores are plain dot products: divide s·h_i by |s| |h_i| (cosine similarity)":
                 beta * _dot(s, h),
             "only h_i is normalised: divide s·h_i by BOTH norms, |s| and |h_i|": beta * _dot(s, h) / norm_h,
@@ -52,27 +57,27 @@ def cosine_score(fn):
                 beta * _dot(s, h) / (norm_s ** 2 * norm_h ** 2),
         }
         if beta != 1.0:
-            mistakes["beta is missing: multiply the cosine by the key strength beta"] = ref.cosine_score(s, h, 1.0)
-            mistakes["the cosine is divided by beta: beta is a strength, multiply by it"] = \
+            found["beta is missing: multiply the cosine by the key strength beta"] = ref.cosine_score(s, h, 1.0)
+            found["the cosine is divided by beta: beta is a strength, multiply by it"] = \
                 ref.cosine_score(s, h, 1.0) / beta
-        expect_close(e, ref.cosine_score(s, h, beta), f"e (d={d}, beta={beta})", mistakes=mistakes)
-        tests += 1
-    return tests
+        return found
+
+    return _score_tests(ev, answer, ref.cosine_score, [(2, 5, 4, 1.0), (3, 4, 6, 5.0), (1, 7, 3, 2.5)], draw,
+                        mistakes, lambda s, h, beta: f"e (d={s.shape[-1]}, beta={beta})")
 
 
 @exercise("additive score without the concatenation", reference=ref.additive_score)
-def additive_score(fn):
-    """fn(s, h, W_a (d_a, d_s + d_h), v_a (d_a,)) -> v_a^T tanh(W_s s + W_h h_i), the same as lesson 03."""
-    tests = 0
-    # square weights first (d_s = d_h = d_a), so that W_s and W_h used without .T still run and are named
-    for seed, (B, T, d_s, d_h, d_a) in enumerate([(2, 4, 5, 5, 5), (2, 5, 4, 4, 3), (3, 6, 5, 7, 4),
-                                                   (1, 3, 6, 6, 8)]):
-        g, s, h = _inputs(seed, B, T, d_s, d_h)
-        W_a, v_a = randn(g, d_a, d_s + d_h, scale=0.7), randn(g, d_a)
-        e = call(fn, s.clone(), h.clone(), W_a, v_a)
+def additive_score(ev: Evaluation, answer):
+    """answer(s, h, W_a (d_a, d_s + d_h), v_a (d_a,)) -> v_a^T tanh(W_s s + W_h h_i), the same as lesson 03."""
+    def draw(g, B, T, d_s, d_h, d_a):
+        s, h = randn(g, B, d_s), randn(g, B, T, d_h)
+        return s, h, randn(g, d_a, d_s + d_h, scale=0.7), randn(g, d_a)
+
+    def mistakes(s, h, W_a, v_a):
+        d_s, d_h, d_a = s.shape[-1], h.shape[-1], W_a.shape[0]
         W_s, W_h = W_a[:, :d_s], W_a[:, d_s:]
         inside = (s @ W_s.T)[:, None] + h @ W_h.T                            # (B, T, d_a)
-        mistakes = {
+        found = {
             "the tanh is missing: e_i = v_a^T tanh(W_s s + W_h h_i)": inside @ v_a,
             "the tanh is applied after the projection by v_a: e_i = v_a^T tanh(W_s s + W_h h_i), "
             "tanh first": torch.tanh(inside @ v_a),
@@ -80,95 +85,98 @@ def additive_score(fn):
             "(`@ v_a`)": torch.tanh(inside).sum(-1),
         }
         if d_s == d_h:
-            mistakes["the blocks of W_a are swapped: its first d_s columns multiply s, the rest multiply h_i"] = \
+            found["the blocks of W_a are swapped: its first d_s columns multiply s, the rest multiply h_i"] = \
                 torch.tanh((s @ W_h.T)[:, None] + h @ W_s.T) @ v_a
         if d_s == d_h == d_a:
-            mistakes["W_s and W_h are used without transposing: W_s s for a batch of rows s is s @ W_s.T"] = \
+            found["W_s and W_h are used without transposing: W_s s for a batch of rows s is s @ W_s.T"] = \
                 torch.tanh((s @ W_s)[:, None] + h @ W_h) @ v_a
-        expect_close(e, ref.additive_score(s, h, W_a, v_a), f"e (d_s={d_s}, d_h={d_h})", mistakes=mistakes)
-        tests += 1
-    return tests
+        return found
+
+    # square weights first (d_s = d_h = d_a), so that W_s and W_h used without .T still run and are named
+    return _score_tests(ev, answer, ref.additive_score, [(2, 4, 5, 5, 5), (2, 5, 4, 4, 3), (3, 6, 5, 7, 4),
+                                                     (1, 3, 6, 6, 8)], draw, mistakes,
+                        lambda s, h, W_a, v_a: f"e (d_s={s.shape[-1]}, d_h={h.shape[-1]})")
 
 
 @exercise("location score (Luong)", reference=ref.location_score)
-def location_score(fn):
-    """fn(s (B, d_s), W_a (max_len, d_s), T) -> the first T entries of W_a s, (B, T)."""
-    tests = 0
-    for seed, (B, T, d_s, max_len) in enumerate([(2, 4, 5, 7), (3, 6, 3, 6), (1, 2, 4, 9)]):
-        g = rng(seed)
-        s, W_a = randn(g, B, d_s), randn(g, max_len, d_s)
-        e = call(fn, s.clone(), W_a.clone(), T)
-        full = s @ W_a.T
-        mistakes = {
+def location_score(ev: Evaluation, answer):
+    """answer(s (B, d_s), W_a (max_len, d_s), T) -> the first T entries of W_a s, (B, T)."""
+    def draw(g, B, T, d_s, max_len):
+        return randn(g, B, d_s), randn(g, max_len, d_s), T
+
+    def mistakes(s, W_a, T):
+        full = s @ W_a.T                                                     # (B, max_len)
+        found = {
             "you returned weights (a softmax): return the raw scores W_a s; the masked softmax comes later":
                 torch.softmax(full[:, :T], -1),
             "the scores keep all max_len positions: keep the first T (one per source position)": full,
         }
-        if T < max_len:
-            mistakes["the scores are the LAST T entries of W_a s: keep the first T (positions 0..T-1)"] = \
+        if T < W_a.shape[0]:
+            found["the scores are the LAST T entries of W_a s: keep the first T (positions 0..T-1)"] = \
                 full[:, -T:]
-            mistakes["the scores are off by one position: keep entries 0..T-1 of W_a s (`[:, :T]`), "
-                     "not 1..T"] = full[:, 1:T + 1]
-        expect_close(e, ref.location_score(s, W_a, T), f"e (T={T}, max_len={max_len})", mistakes=mistakes)
-        tests += 1
-    return tests
+            found["the scores are off by one position: keep entries 0..T-1 of W_a s (`[:, :T]`), "
+                  "not 1..T"] = full[:, 1:T + 1]
+        return found
+
+    return _score_tests(ev, answer, ref.location_score, [(2, 4, 5, 7), (3, 6, 3, 6), (1, 2, 4, 9)], draw, mistakes,
+                        lambda s, W_a, T: f"e (T={T}, max_len={W_a.shape[0]})")
 
 
 @exercise("general score (Luong)", reference=ref.general_score)
-def general_score(fn):
-    """fn(s (B, d_s), h (B, T, d_h), W_a (d_s, d_h)) -> s^T W_a h_i, (B, T)."""
-    tests = 0
-    for seed, (B, T, d_s, d_h) in enumerate([(2, 5, 4, 4), (3, 4, 3, 6), (1, 6, 5, 5)]):
-        g, s, h = _inputs(seed, B, T, d_s, d_h)
-        W_a = randn(g, d_s, d_h)
-        e = call(fn, s.clone(), h.clone(), W_a.clone())
-        mistakes = {}
-        if d_s == d_h:
-            mistakes = {
-                "W_a is transposed: the score is s^T W_a h_i, with W_a of shape (d_s, d_h)":
-                    ref.general_score(s, h, W_a.T),
-                "W_a is missing: the general score is s^T W_a h_i, not the dot product": _dot(s, h),
-            }
-        expect_close(e, ref.general_score(s, h, W_a), f"e (d_s={d_s}, d_h={d_h})", mistakes=mistakes)
-        tests += 1
-    return tests
+def general_score(ev: Evaluation, answer):
+    """answer(s (B, d_s), h (B, T, d_h), W_a (d_s, d_h)) -> s^T W_a h_i, (B, T)."""
+    def draw(g, B, T, d_s, d_h):
+        s, h = randn(g, B, d_s), randn(g, B, T, d_h)
+        return s, h, randn(g, d_s, d_h)
+
+    def mistakes(s, h, W_a):
+        if W_a.shape[0] != W_a.shape[1]:
+            return {}
+        return {
+            "W_a is transposed: the score is s^T W_a h_i, with W_a of shape (d_s, d_h)":
+                ref.general_score(s, h, W_a.T),
+            "W_a is missing: the general score is s^T W_a h_i, not the dot product": _dot(s, h),
+        }
+
+    return _score_tests(ev, answer, ref.general_score, [(2, 5, 4, 4), (3, 4, 3, 6), (1, 6, 5, 5)], draw, mistakes,
+                        lambda s, h, W_a: f"e (d_s={s.shape[-1]}, d_h={h.shape[-1]})")
+
+
+def _draw_s_h(g, B, T, d):
+    return randn(g, B, d), randn(g, B, T, d)
 
 
 @exercise("dot score (Luong)", reference=ref.dot_score)
-def dot_score(fn):
-    """fn(s (B, d), h (B, T, d)) -> s^T h_i, (B, T)."""
-    tests = 0
-    for seed, (B, T, d) in enumerate([(2, 5, 4), (3, 3, 9), (1, 6, 16)]):
-        g, s, h = _inputs(seed, B, T, d, d)
-        e = call(fn, s.clone(), h.clone())
-        expect_close(e, ref.dot_score(s, h), f"e (d={d})", mistakes={
+def dot_score(ev: Evaluation, answer):
+    """answer(s (B, d), h (B, T, d)) -> s^T h_i, (B, T)."""
+    def mistakes(s, h):
+        return {
             "the scores are scaled by 1/sqrt(d): that is the scaled dot score; here return s·h_i":
-                _dot(s, h) / math.sqrt(d),
+                _dot(s, h) / math.sqrt(s.shape[-1]),
             "the scores are cosine similarities: do not normalise, return s·h_i": ref.cosine_score(s, h),
             "the products are not summed over the features: e_i = sum_k s_k h_ik, shape (B, T)":
                 s[:, None, :] * h,
-        })
-        tests += 1
-    return tests
+        }
+
+    return _score_tests(ev, answer, ref.dot_score, [(2, 5, 4), (3, 3, 9), (1, 6, 16)], _draw_s_h, mistakes,
+                        lambda s, h: f"e (d={s.shape[-1]})")
 
 
 @exercise("scaled dot score (Vaswani)", reference=ref.scaled_dot_score)
-def scaled_dot_score(fn):
-    """fn(s (B, d), h (B, T, d)) -> s^T h_i / sqrt(d), (B, T)."""
-    tests = 0
-    for seed, (B, T, d) in enumerate([(2, 5, 4), (3, 7, 9), (1, 6, 16)]):
-        g, s, h = _inputs(seed, B, T, d, d)
-        e = call(fn, s.clone(), h.clone())
-        expect_close(e, ref.scaled_dot_score(s, h), f"e (d={d}, T={T})", mistakes={
+def scaled_dot_score(ev: Evaluation, answer):
+    """answer(s (B, d), h (B, T, d)) -> s^T h_i / sqrt(d), (B, T)."""
+    def mistakes(s, h):
+        d, T = s.shape[-1], h.shape[1]
+        return {
             "the scores are not scaled: divide s·h_i by sqrt(d)": _dot(s, h),
-            "the scores are divided by d: divide by sqrt(d), which keeps their variance near 1":
-                _dot(s, h) / d,
+            "the scores are divided by d: divide by sqrt(d), which keeps their variance near 1": _dot(s, h) / d,
             "the scores are divided by sqrt(T): scale by the vector size d (the last axis), "
             "not by the number of positions": _dot(s, h) / math.sqrt(T),
             "the scores are multiplied by sqrt(d): divide by it": _dot(s, h) * math.sqrt(d),
-        })
-        tests += 1
-    return tests
+        }
+
+    return _score_tests(ev, answer, ref.scaled_dot_score, [(2, 5, 4), (3, 7, 9), (1, 6, 16)], _draw_s_h, mistakes,
+                        lambda s, h: f"e (d={s.shape[-1]}, T={h.shape[1]})")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,28 +250,33 @@ def _weight_mistakes(e, mask, p, D):
 
 
 @exercise("local-p attention: position, window and Gaussian", name="local_p", reference=_reference_local_p)
-def local_p(fn):
-    """fn(e (B, T), mask (B, T), s (B, d_s), W_p (d_p, d_s), v_p (d_p,), S (B,), D) -> p (B,), alpha (B, T)."""
+def local_p(ev: Evaluation, answer):
+    """answer(e (B, T), mask (B, T), s (B, d_s), W_p (d_p, d_s), v_p (d_p,), S (B,), D) -> p (B,), alpha (B, T)."""
     tests = 0
     # (B, T, d_s, d_p, D, lengths): several lengths so that the mask matters, d_p == d_s once so that a
     # transposed W_p still runs, D = 1 / 2 / 3 so that sigma = D and sigma = D / 2 differ
-    configs = [(3, 12, 5, 5, 2, [12, 9, 6]), (4, 10, 4, 6, 3, [10, 10, 7, 5]), (2, 9, 6, 3, 1, [9, 4])]
-    for seed, (B, T, d_s, d_p, D, lengths) in enumerate(configs):
-        g = rng(440 + seed)
+    # The first test places p_t (through S) where every window mistake shows, whatever the seeds: fractional
+    # parts above and below 0.5 (round vs int), and a window that reaches past the padding (mask ignored).
+    configs = [(3, 12, 4, 4, 2, [12, 8, 4], [3.7, 6.2, 2.8]), (3, 12, 5, 5, 2, [12, 9, 6], None),
+               (4, 10, 4, 6, 3, [10, 10, 7, 5], None), (2, 9, 6, 3, 1, [9, 4], None)]
+    for seed, (B, T, d_s, d_p, D, lengths, p_at) in enumerate(configs):
+        g = ev.rng(440 + seed)
         e, s = randn(g, B, T, scale=2.0), randn(g, B, d_s)
         W_p, v_p = randn(g, d_p, d_s), randn(g, d_p, scale=1.5)
         lengths = torch.tensor(lengths)
         mask = torch.arange(T)[None, :] < lengths[:, None]                  # (B, T), True = real token
         S = (lengths - 1).float()                                          # the last position
+        if p_at is not None:                                               # S chosen so that p_t = p_at
+            S = torch.tensor(p_at) / torch.sigmoid(torch.tanh(s @ W_p.T) @ v_p)
         p_ref, alpha_ref = ref.local_p(e, mask, s, W_p, v_p, S, D)
-        out = call(fn, e.clone(), mask.clone(), s.clone(), W_p.clone(), v_p.clone(), S.clone(), D)
+        out = ev.call(answer, e.clone(), mask.clone(), s.clone(), W_p.clone(), v_p.clone(), S.clone(), D)
         p, alpha = expect_returns(out, (p_ref, alpha_ref), ("p", "alpha"))
         expect_shape(p, (B,), f"p (B={B})")
-        expect_close(p, p_ref, f"p (lengths {lengths.tolist()})", mistakes=_position_mistakes(s, W_p, v_p, S))
+        ev.expect_close(p, p_ref, f"p (lengths {lengths.tolist()})", mistakes=_position_mistakes(s, W_p, v_p, S))
         expect_shape(alpha, (B, T), f"alpha (B={B}, T={T})")
         try:
-            expect_close(alpha, alpha_ref, f"alpha (D={D}, p={[round(x, 2) for x in p_ref.tolist()]})",
-                         mistakes=_weight_mistakes(e, mask, p_ref, D))
+            ev.expect_close(alpha, alpha_ref, f"alpha (D={D}, p={[round(x, 2) for x in p_ref.tolist()]})",
+                            mistakes=_weight_mistakes(e, mask, p_ref, D))
         except ValuesDiffer:
             a = to_numpy(alpha)
             outside = ~(((torch.arange(T)[None, :] - p_ref[:, None]).abs() <= D) & mask).numpy()
@@ -308,11 +321,11 @@ def _reinforce_mistakes(log_alpha, sampled, reward, baseline):
 
 
 @exercise("REINFORCE loss for hard attention", reference=ref.reinforce_loss)
-def reinforce_loss(fn):
-    """fn(log_alpha (B, T), sampled (B,), reward (B,), baseline ()) -> -(r - b) log alpha[sampled], mean."""
+def reinforce_loss(ev: Evaluation, answer):
+    """answer(log_alpha (B, T), sampled (B,), reward (B,), baseline ()) -> -(r - b) log alpha[sampled], mean."""
     tests = 0
     for seed, (B, T, binary) in enumerate([(5, 6, True), (4, 3, False), (6, 8, True)]):
-        g = rng(450 + seed)
+        g = ev.rng(450 + seed)
         log_alpha = torch.log_softmax(randn(g, B, T, scale=1.5), dim=-1)
         sampled = torch.from_numpy(g.integers(T, size=B))
         reward = torch.tensor([1.0, 0.0] * B)[:B] if binary else randn(g, B)
@@ -321,9 +334,9 @@ def reinforce_loss(fn):
         expected = ref.reinforce_loss(log_alpha, sampled, reward, baseline)
         # a learned baseline (or reward) would carry a gradient: the loss must not send any into them
         la, r, b = (x.clone().requires_grad_() for x in (log_alpha, reward, baseline))
-        loss = call(fn, la, sampled.clone(), r, b)
+        loss = ev.call(answer, la, sampled.clone(), r, b)
         what = f"the loss (B={B}, T={T})"
-        expect_close(loss, expected, what, mistakes=_reinforce_mistakes(log_alpha, sampled, reward, baseline))
+        ev.expect_close(loss, expected, what, mistakes=_reinforce_mistakes(log_alpha, sampled, reward, baseline))
         expect_shape(loss, (), what)
         expect(getattr(loss, "requires_grad", False),
                "no gradient reaches log_alpha: the loss must be computed from the tensor log_alpha with torch "
@@ -337,6 +350,6 @@ def reinforce_loss(fn):
         grad[torch.arange(B), sampled] = -(reward - baseline) / B
         if la.grad is None:
             raise ExerciseError("no gradient reaches log_alpha: did you detach it?")
-        expect_close(la.grad, grad, "the gradient of the loss with respect to log_alpha")
+        ev.expect_close(la.grad, grad, "the gradient of the loss with respect to log_alpha")
         tests += 1
     return tests

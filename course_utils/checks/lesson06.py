@@ -10,17 +10,15 @@ import torch.nn.functional as F
 
 from .. import pointer as ref
 from .core import (
-    call,
     exercise,
     expect,
-    expect_close,
     expect_distribution,
     expect_returns,
     expect_shape,
     randn,
-    rng,
     to_numpy,
 )
+from .evaluation import Evaluation
 
 
 def _random_mask(generator, B, T):
@@ -31,16 +29,16 @@ def _random_mask(generator, B, T):
 
 
 @exercise("pointer scores", reference=ref.pointer_scores)
-def pointer_scores(fn):
+def pointer_scores(ev: Evaluation, answer):
     tests = 0
     # (B, T, d_h, d_s, d_attn): square weights so that swapped weights still run; B == T so that
     # forgetting to broadcast s over the positions still runs (and gives wrong numbers)
     for seed, (B, T, d_h, d_s, d_attn) in enumerate([(2, 5, 6, 6, 6), (4, 4, 8, 8, 8), (3, 7, 6, 4, 5)]):
-        g = rng(600 + seed)
+        g = ev.rng(600 + seed)
         h, s = randn(g, B, T, d_h), randn(g, B, d_s)
         W_h, W_s, v = randn(g, d_h, d_attn), randn(g, d_s, d_attn), randn(g, d_attn)
         expected = ref.pointer_scores(h, s, W_h, W_s, v)
-        got = call(fn, h.clone(), s.clone(), W_h.clone(), W_s.clone(), v.clone())
+        got = ev.call(answer, h.clone(), s.clone(), W_h.clone(), W_s.clone(), v.clone())
         inside = h @ W_h + (s @ W_s).unsqueeze(1)                            # (B, T, d_attn)
         mistakes = {
             "the scores should be a raw score per position, before any softmax: the softmax comes later "
@@ -68,20 +66,20 @@ def pointer_scores(fn):
                      "axis of s up with the positions axis; add s @ W_s as (B, 1, d_attn) "
                      "(`.unsqueeze(1)`)."] = torch.tanh(h @ W_h + s @ W_s) @ v
         expect_shape(got, (B, T), "pointer_scores(h, s, W_h, W_s, v)")
-        expect_close(got, expected, "pointer_scores(h, s, W_h, W_s, v)", mistakes=mistakes)
+        ev.expect_close(got, expected, "pointer_scores(h, s, W_h, W_s, v)", mistakes=mistakes)
         tests += 1
     return tests
 
 
 @exercise("masked pointer softmax", name="masked_pointer_softmax", reference=ref.masked_softmax)
-def masked_pointer_softmax(fn):
+def masked_pointer_softmax(ev: Evaluation, answer):
     tests = 0
     for seed, (B, T) in enumerate([(3, 6), (5, 4), (2, 9)]):
-        g = rng(610 + seed)
+        g = ev.rng(610 + seed)
         scores = 3 * randn(g, B, T)
         mask = _random_mask(g, B, T)
         expected = ref.masked_softmax(scores, mask)
-        got = call(fn, scores.clone(), mask.clone())
+        got = ev.call(answer, scores.clone(), mask.clone())
         mistakes = {
             "chosen positions are not masked: positions where mask is False must get weight 0 (fill their "
             "scores with -inf before the softmax).": torch.softmax(scores, dim=-1),
@@ -102,22 +100,22 @@ def masked_pointer_softmax(fn):
         expect(not bool(torch.isneginf(torch.as_tensor(got)).any()),
                "some weights are -inf: return probabilities (torch.softmax), not log-probabilities "
                "(log_softmax).")
-        expect_close(got, expected, "masked_pointer_softmax(scores, mask)", mistakes=mistakes)
+        ev.expect_close(got, expected, "masked_pointer_softmax(scores, mask)", mistakes=mistakes)
         expect_distribution(got, "the pointer weights", axis=-1)
         expect(bool((to_numpy(got)[~mask.numpy()] == 0).all()),
                "positions where mask is False must get weight exactly 0.")
         tests += 1
     # a row where every position is taken gives zeros, not NaN (the house convention)
-    scores, mask = randn(rng(619), 2, 4), torch.tensor([[True, False, True, False], [False] * 4])
-    got = call(fn, scores, mask)
-    expect_close(got, ref.masked_softmax(scores, mask), "masked_pointer_softmax with a fully masked row",
-                 mistakes={"a row where every position is masked gives NaN: return zeros there "
-                           "(e.g. `weights.masked_fill(~mask.any(-1, keepdim=True), 0.0)`).":
-                           torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1),
-                           "a row where every position is masked gives equal weights (a large negative "
-                           "fill such as -1e9 leaves a uniform softmax there): return zeros in such rows "
-                           "(e.g. `weights.masked_fill(~mask.any(-1, keepdim=True), 0.0)`).":
-                           torch.softmax(scores.masked_fill(~mask, -1e9), dim=-1)})
+    scores, mask = randn(ev.rng(619), 2, 4), torch.tensor([[True, False, True, False], [False] * 4])
+    got = ev.call(answer, scores, mask)
+    ev.expect_close(got, ref.masked_softmax(scores, mask), "masked_pointer_softmax with a fully masked row",
+                    mistakes={"a row where every position is masked gives NaN: return zeros there "
+                              "(e.g. `weights.masked_fill(~mask.any(-1, keepdim=True), 0.0)`).":
+                              torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1),
+                              "a row where every position is masked gives equal weights (a large negative "
+                              "fill such as -1e9 leaves a uniform softmax there): return zeros in such rows "
+                              "(e.g. `weights.masked_fill(~mask.any(-1, keepdim=True), 0.0)`).":
+                              torch.softmax(scores.masked_fill(~mask, -1e9), dim=-1)})
     return tests + 1
 
 
@@ -146,10 +144,10 @@ def _wrong_state_step(model, h, state, inp, mask):
 
 
 @exercise("one decoding step", reference=ref.decode_step, may_change=("mask",))
-def decode_step(fn):
+def decode_step(ev: Evaluation, answer):
     tests = 0
     for seed, (B, T) in enumerate([(4, 6), (3, 9)]):
-        g = rng(620 + seed)
+        g = ev.rng(620 + seed)
         model = _model(620 + seed)
         x = torch.from_numpy(g.random((B, T)).astype("float32"))
         with torch.no_grad():
@@ -158,7 +156,7 @@ def decode_step(fn):
             mask = torch.ones(B, T, dtype=torch.bool)
             for step in range(T):
                 w_ref, j_ref, mask_ref, (s_ref, c_ref) = ref.decode_step(model, h, state, inp, mask.clone())
-                out = call(fn, model, h, (state[0].clone(), state[1].clone()), inp.clone(), mask.clone())
+                out = ev.call(answer, model, h, (state[0].clone(), state[1].clone()), inp.clone(), mask.clone())
                 expect_returns(tuple(map(_comparable, out)) if isinstance(out, (tuple, list)) else out,
                                tuple(map(_comparable, (w_ref, j_ref, mask_ref, (s_ref, c_ref)))),
                                ("weights", "j", "new_mask", "(s, c)"))
@@ -166,7 +164,7 @@ def decode_step(fn):
                 what = f"step {step + 1}: "
                 w_wrong = _wrong_state_step(model, h, state, inp, mask.clone())[0]
                 expect_shape(weights, (B, T), what + "weights")
-                expect_close(weights, w_ref, what + "weights", mistakes={
+                ev.expect_close(weights, w_ref, what + "weights", mistakes={
                     "the pointer uses the wrong decoder state: run the decoder cell on the input first "
                     "and point with the NEW state s_i (not the state passed in).": w_wrong,
                     "the mask is not used when pointing: pass it to model.pointer(h, s, mask) so that "
@@ -174,10 +172,10 @@ def decode_step(fn):
                 })
                 expect(isinstance(new_state, tuple) and len(new_state) == 2,
                        what + "the new state should be the tuple (s, c) returned by model.decoder.")
-                expect_close(new_state[0], s_ref, what + "new decoder state s", mistakes={
+                ev.expect_close(new_state[0], s_ref, what + "new decoder state s", mistakes={
                     "the returned state is the old one: return the (s, c) that model.decoder gave you.":
                         state[0]})
-                expect_close(new_state[1], c_ref, what + "new decoder cell c")
+                ev.expect_close(new_state[1], c_ref, what + "new decoder cell c")
                 expect_shape(j, (B,), what + "chosen positions j")
                 expect(torch.equal(torch.as_tensor(j).long(), j_ref),
                        what + f"chosen positions {to_numpy(j).tolist()} differ from the expected "

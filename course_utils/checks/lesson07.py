@@ -8,18 +8,16 @@ import torch.nn.functional as F
 from .. import attention as ref
 from .. import masks
 from .core import (
-    call,
     exercise,
     expect,
-    expect_close,
     expect_distribution,
     expect_returns,
     expect_shape,
     randn,
-    rng,
     single_threaded,
     to_numpy,
 )
+from .evaluation import Evaluation
 
 _NAN_ROW = ("a query whose every key is masked gives NaN (softmax of a row of -inf): give such rows zero "
             "weights, e.g. compute `has_key = mask.any(-1, keepdim=True)`, keep those rows finite, and "
@@ -48,11 +46,11 @@ def _weights(q, k, mask=None, divisor=None, dim=-1, fill=float("-inf"), invert=F
     return scores.softmax(dim)
 
 
-def _random_mask(seed, shape):
+def _random_mask(ev: Evaluation, seed, shape):
     """A mask with the diagonal kept and at least one key masked in every row (so no row is empty,
     and the inverted mask has no empty row either)."""
     T_q, T_k = shape[-2:]
-    mask = torch.as_tensor(rng(seed).random(shape) > 0.4)
+    mask = torch.as_tensor(ev.rng(seed).random(shape) > 0.4)
     eye = torch.eye(T_q, T_k, dtype=torch.bool)
     return (mask | eye) & ~torch.roll(eye, 1, dims=-1)
 
@@ -99,76 +97,76 @@ def _reference(q, k, v, mask=None):
 
 @exercise("scaled dot-product attention with a mask", name="attention", reference=_reference)
 @single_threaded
-def scaled_dot_product_attention(fn):
-    """fn(q, k, v, mask=None) -> (out (B, ..., T_q, d_v), weights (B, ..., T_q, T_k))."""
+def scaled_dot_product_attention(ev: Evaluation, answer):
+    """answer(q, k, v, mask=None) -> (out (B, ..., T_q, d_v), weights (B, ..., T_q, T_k))."""
     tests = 0
     # d_k, d_v and T_k all differ in the last case, so that scaling by the wrong one shows
     cases = [((2, 5, 4), (2, 5, 4), (2, 5, 4), False),
              ((2, 3, 6, 8), (2, 3, 6, 8), (2, 3, 6, 8), True),
              ((2, 2, 4, 8), (2, 2, 7, 8), (2, 2, 7, 5), True)]
     for seed, (sq, sk, sv, masked) in enumerate(cases):
-        g = rng(seed)
+        g = ev.rng(seed)
         q, k, v = randn(g, *sq, scale=2.0), randn(g, *sk, scale=2.0), randn(g, *sv)
-        mask = _random_mask(seed, (sq[0], 1, sq[-2], sk[-2])) if masked else None
+        mask = _random_mask(ev, seed, (sq[0], 1, sq[-2], sk[-2])) if masked else None
         expected = _reference(q, k, v, mask)
-        result = call(fn, q, k, v, mask) if masked else call(fn, q, k, v)
+        result = ev.call(answer, q, k, v, mask) if masked else ev.call(answer, q, k, v)
         out, weights = expect_returns(result, expected, ("out", "weights"))
         w_mistakes = _weight_mistakes(q, k, v, mask)
         expect_shape(weights, sq[:-1] + (sk[-2],), "weights")
-        expect_close(weights, expected[1], f"the weights (q {sq}, k {sk}, v {sv}, "
-                     f"{'with a mask' if masked else 'no mask'})", mistakes=w_mistakes)
+        ev.expect_close(weights, expected[1], f"the weights (q {sq}, k {sk}, v {sv}, "
+                        f"{'with a mask' if masked else 'no mask'})", mistakes=w_mistakes)
         expect_distribution(weights, "each query's weights")
         expect_shape(out, sq[:-1] + (sv[-1],), "out")
         out_mistakes = {symptom: w @ v for symptom, w in w_mistakes.items()}
         if sk == sv:
             out_mistakes["out mixes the keys instead of the values: out = weights @ v"] = expected[1] @ k
-        expect_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
-                     "out, compared with torch.nn.functional.scaled_dot_product_attention", mistakes=out_mistakes)
+        ev.expect_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+                        "out, compared with torch.nn.functional.scaled_dot_product_attention", mistakes=out_mistakes)
         if mask is not None:
             expect(bool(torch.all(torch.as_tensor(to_numpy(weights))[~mask.expand(weights.shape)] == 0)),
                    "masked positions get non-zero weight: fill the scores where the mask is False with -inf.")
         tests += 1
     # causality: with a causal mask, changing later positions leaves earlier outputs unchanged
-    x = randn(rng(7), 1, 8, 6)
+    x = randn(ev.rng(7), 1, 8, 6)
     y = x.clone()
-    y[:, 5:] += randn(rng(8), 1, 3, 6, scale=3.0)
+    y[:, 5:] += randn(ev.rng(8), 1, 3, 6, scale=3.0)
     causal = masks.causal_mask(8)
-    out_x, _ = expect_returns(call(fn, x, x, x, causal), _reference(x, x, x, causal), ("out", "weights"))
-    out_y, _ = expect_returns(call(fn, y, y, y, causal), _reference(y, y, y, causal), ("out", "weights"))
+    out_x, _ = expect_returns(ev.call(answer, x, x, x, causal), _reference(x, x, x, causal), ("out", "weights"))
+    out_y, _ = expect_returns(ev.call(answer, y, y, y, causal), _reference(y, y, y, causal), ("out", "weights"))
     changed = np.abs(to_numpy(out_x)[0, :5] - to_numpy(out_y)[0, :5]).max(axis=-1) > 1e-5
     expect(not changed.any(), f"the output at position {int(np.argmax(changed))} changed when positions 5-7 "
                               "changed: with the causal mask, a position must not see later positions.")
     tests += 1
     # a query with no key allowed gets zero weights and a zero output, not NaN
-    g = rng(9)
+    g = ev.rng(9)
     q, k, v = randn(g, 1, 4, 4), randn(g, 1, 5, 4), randn(g, 1, 5, 3)
     mask = torch.ones(1, 4, 5, dtype=torch.bool)
     mask[0, 2] = False
     expected = _reference(q, k, v, mask)
-    out, weights = expect_returns(call(fn, q, k, v, mask), expected, ("out", "weights"))
-    expect_close(weights, expected[1], "the weights when query 2 may attend to no key", mistakes={
+    out, weights = expect_returns(ev.call(answer, q, k, v, mask), expected, ("out", "weights"))
+    ev.expect_close(weights, expected[1], "the weights when query 2 may attend to no key", mistakes={
         _NAN_ROW: _weights(q, k, mask),
         "a fully masked query gets uniform weights (a large negative fill gives every key the same "
         "score): give rows with no allowed key zero weights (multiply by `mask.any(-1, keepdim=True)`)":
             _weights(q, k, mask, fill=-1e9)})
-    expect_close(out, expected[0], "the output when query 2 may attend to no key", hint="it should be all zeros")
+    ev.expect_close(out, expected[0], "the output when query 2 may attend to no key", hint="it should be all zeros")
     return tests + 1
 
 
 @exercise("causal mask", reference=masks.causal_mask)
 @single_threaded
-def causal_mask(fn):
-    """fn(T) -> (T, T) bool, True on and below the diagonal (query t may attend to keys 0..t)."""
+def causal_mask(ev: Evaluation, answer):
+    """answer(T) -> (T, T) bool, True on and below the diagonal (query t may attend to keys 0..t)."""
     tests = 0
     for T in (4, 7, 1):
-        mask = call(fn, T)
+        mask = ev.call(answer, T)
         expect_shape(mask, (T, T), f"causal_mask({T})")
         expect(str(getattr(mask, "dtype", "")).endswith("bool"),
                f"causal_mask({T}) has dtype {getattr(mask, 'dtype', type(mask))}; it should be boolean "
                "(True = may attend): use dtype=torch.bool, or compare, e.g. `... == 0`.")
         ones = torch.ones(T, T, dtype=torch.bool)
-        expect_close(to_numpy(mask).astype(float), to_numpy(masks.causal_mask(T)).astype(float),
-                     f"causal_mask({T})", mistakes={
+        ev.expect_close(to_numpy(mask).astype(float), to_numpy(masks.causal_mask(T)).astype(float),
+                        f"causal_mask({T})", mistakes={
             "the mask is True above the diagonal, i.e. it allows the FUTURE: with True = may attend, "
             "query t keeps keys 0..t, on and below the diagonal, and hides the keys above it":
                 torch.triu(ones, 1).float(),
@@ -184,8 +182,8 @@ def causal_mask(fn):
         tests += 1
     # in use: the output at position t does not change when later positions change
     T = 6
-    mask = torch.as_tensor(to_numpy(call(fn, T))).bool()
-    x = randn(rng(3), 1, T, 4)
+    mask = torch.as_tensor(to_numpy(ev.call(answer, T))).bool()
+    x = randn(ev.rng(3), 1, T, 4)
     y = x.clone()
     y[:, 4:] += 5.0
     a = ref.scaled_dot_product_attention(x, x, x, mask)
@@ -198,21 +196,21 @@ def causal_mask(fn):
 
 @exercise("padding mask", reference=masks.padding_mask)
 @single_threaded
-def padding_mask(fn):
-    """fn(tokens (B, T), pad_id) -> (B, 1, 1, T) bool, True at real tokens."""
+def padding_mask(ev: Evaluation, answer):
+    """answer(tokens (B, T), pad_id) -> (B, 1, 1, T) bool, True at real tokens."""
     tests = 0
     for seed, pad_id in enumerate((0, 3)):
-        tokens = torch.as_tensor(rng(seed).integers(4, 20, size=(3, 6)))
+        tokens = torch.as_tensor(ev.rng(seed).integers(4, 20, size=(3, 6)))
         for b, length in enumerate((6, 4, 2)):
             tokens[b, length:] = pad_id
-        mask = call(fn, tokens, pad_id)
+        mask = ev.call(answer, tokens, pad_id)
         expected = masks.padding_mask(tokens, pad_id)
         real = (tokens != pad_id).float()
         expect(hasattr(mask, "dtype") and str(mask.dtype).endswith("bool"),
                f"the mask should be a boolean tensor (True = real token), got "
                f"{getattr(mask, 'dtype', type(mask).__name__)}: compare, e.g. `tokens != pad_id`.")
-        expect_close(to_numpy(mask).astype(float), expected.float(), f"padding_mask(tokens (3, 6), pad_id={pad_id})",
-                     mistakes={
+        ev.expect_close(to_numpy(mask).astype(float), expected.float(), f"padding_mask(tokens (3, 6), pad_id={pad_id})",
+                        mistakes={
             "the mask is inverted: True must mark the REAL tokens (may attend), use `tokens != pad_id`":
                 (1 - real)[:, None, None, :],
             "the mask has shape (B, T): add the head and query axes, (B, 1, 1, T), so that it broadcasts "
@@ -229,8 +227,8 @@ def padding_mask(fn):
         tests += 1
     # in use: changing what sits at padded positions leaves the outputs of real positions unchanged
     tokens = torch.tensor([[5, 6, 7, 0, 0]])
-    mask = torch.as_tensor(to_numpy(call(fn, tokens, 0))).bool()
-    x = randn(rng(4), 1, 1, 5, 4)
+    mask = torch.as_tensor(to_numpy(ev.call(answer, tokens, 0))).bool()
+    x = randn(ev.rng(4), 1, 1, 5, 4)
     y = x.clone()
     y[..., 3:, :] += 5.0
     a = ref.scaled_dot_product_attention(x, x, x, mask)

@@ -8,21 +8,19 @@ import torch.nn.functional as F
 from .. import attention as ref
 from .. import masks
 from .core import (
-    call,
     exercise,
     expect,
-    expect_close,
     expect_distribution,
     expect_shape,
     randn,
-    rng,
     single_threaded,
     to_numpy,
 )
+from .evaluation import Evaluation
 
 
-def _x(seed, *shape):
-    return randn(rng(seed), *shape)
+def _x(ev: Evaluation, seed, *shape):
+    return randn(ev.rng(seed), *shape)
 
 
 class ReferenceMultiHeadAttention(nn.Module):
@@ -44,14 +42,14 @@ class ReferenceMultiHeadAttention(nn.Module):
 
 @exercise("split heads", reference=ref.split_heads)
 @single_threaded
-def split_heads(fn):
-    """fn(x (B, T, d_model), num_heads) -> (B, num_heads, T, d_head)."""
+def split_heads(ev: Evaluation, answer):
+    """answer(x (B, T, d_model), num_heads) -> (B, num_heads, T, d_head)."""
     tests = 0
     for seed, (B, T, d_model, h) in enumerate([(2, 5, 12, 3), (1, 7, 16, 4), (3, 4, 8, 2)]):
-        x = _x(seed, B, T, d_model)
+        x = _x(ev, seed, B, T, d_model)
         d_head = d_model // h
-        out = call(fn, x, h)
-        expect_close(out, ref.split_heads(x, h), f"split_heads(x {tuple(x.shape)}, num_heads={h})", mistakes={
+        out = ev.call(answer, x, h)
+        ev.expect_close(out, ref.split_heads(x, h), f"split_heads(x {tuple(x.shape)}, num_heads={h})", mistakes={
             "the heads are cut across positions: `x.view(B, num_heads, T, d_head)` mixes time steps; "
             "view as (B, T, num_heads, d_head) first, then `.transpose(1, 2)`": x.reshape(B, h, T, d_head),
             "the heads take every num_heads-th feature: head i must get the CONTIGUOUS block of features "
@@ -66,13 +64,13 @@ def split_heads(fn):
 
 @exercise("merge heads", reference=ref.merge_heads)
 @single_threaded
-def merge_heads(fn):
-    """fn(x (B, num_heads, T, d_head)) -> (B, T, num_heads * d_head), the inverse of split_heads."""
+def merge_heads(ev: Evaluation, answer):
+    """answer(x (B, num_heads, T, d_head)) -> (B, T, num_heads * d_head), the inverse of split_heads."""
     tests = 0
     for seed, (B, h, T, d_head) in enumerate([(2, 3, 5, 4), (1, 4, 7, 2), (3, 2, 4, 6)]):
-        x = _x(seed, B, h, T, d_head)
-        out = call(fn, x)
-        expect_close(out, ref.merge_heads(x), f"merge_heads(x {tuple(x.shape)})", mistakes={
+        x = _x(ev, seed, B, h, T, d_head)
+        out = ev.call(answer, x)
+        ev.expect_close(out, ref.merge_heads(x), f"merge_heads(x {tuple(x.shape)})", mistakes={
             "the heads are merged in the wrong order: reshaping (B, num_heads, T, d_head) directly mixes "
             "positions; `.transpose(1, 2)` to (B, T, num_heads, d_head) first, then reshape":
                 x.reshape(B, T, h * d_head),
@@ -84,8 +82,9 @@ def merge_heads(fn):
             "the heads are stacked along time, (B, num_heads * T, d_head): concatenate them along the FEATURES, "
             "(B, T, num_heads * d_head), e.g. `x.transpose(1, 2).reshape(B, T, -1)`": x.reshape(B, h * T, d_head),
         })
-        expect_close(call(fn, ref.split_heads(_x(seed, B, T, h * d_head), h)), _x(seed, B, T, h * d_head),
-                     "merge_heads(split_heads(x))", hint="merge_heads must undo split_heads.")
+        x = _x(ev, seed, B, T, h * d_head)
+        ev.expect_close(ev.call(answer, ref.split_heads(x, h)), x,
+                        "merge_heads(split_heads(x))", hint="merge_heads must undo split_heads.")
         tests += 1
     return tests
 
@@ -133,7 +132,7 @@ def _copy_weights(module, theirs):
 
 @exercise("multi-head attention", name="MyMultiHeadAttention", reference=ReferenceMultiHeadAttention)
 @single_threaded
-def multi_head_attention(cls):
+def multi_head_attention(ev: Evaluation, cls):
     """cls(d_model, num_heads) with layers w_q, w_k, w_v, w_o; forward(query, key, value, mask=None)
     -> (B, T_q, d_model), keeping self.attn_weights (B, num_heads, T_q, T_k). Compared with
     torch.nn.MultiheadAttention(batch_first=True) with the same weights."""
@@ -142,13 +141,13 @@ def multi_head_attention(cls):
     for seed, (d_model, h, kind, mask_kind) in enumerate(cases):
         torch.manual_seed(seed)
         theirs = nn.MultiheadAttention(d_model, h, batch_first=True).eval()
-        module = call(cls, d_model, h)
+        module = ev.call(cls, d_model, h)
         expect(isinstance(module, nn.Module), "your class should be an nn.Module (keep `class ...(nn.Module)`).")
         for name in ("w_q", "w_k", "w_v", "w_o"):
             expect(hasattr(module, name), f"your module has no `self.{name}`: keep the layers of __init__ as given.")
         weights = _copy_weights(module, theirs)
         module.eval()
-        x, memory = _x(seed, 2, 5, d_model), _x(seed + 10, 2, 7, d_model)
+        x, memory = _x(ev, seed, 2, 5, d_model), _x(ev, seed + 10, 2, 7, d_model)
         query, key = (x, x) if kind == "self" else (x, memory)
         T_q, T_k = query.size(1), key.size(1)
         if mask_kind == "padding":
@@ -160,7 +159,7 @@ def multi_head_attention(cls):
             mask, torch_kw = None, {}
         with torch.no_grad():
             expected, expected_w = theirs(query, key, key, average_attn_weights=False, **torch_kw)
-            out = call(module, query, key, key, mask) if mask is not None else call(module, query, key, key)
+            out = ev.call(module, query, key, key, mask) if mask is not None else ev.call(module, query, key, key)
         args = (weights, query, key, key, h, mask)
         mistakes = {
             "scaled by sqrt(d_model): each head's scores are divided by sqrt(d_head), d_head = d_model // num_heads":
@@ -185,15 +184,15 @@ def multi_head_attention(cls):
             mistakes["the mask is inverted: the course's masks say True = may attend (torch.nn.MultiheadAttention's "
                      "attn_mask says the opposite); pass the mask as it is"] = _multi_head(*args, invert=True)
         expect_shape(out, (2, T_q, d_model), "the output")
-        expect_close(out, expected, f"the output ({kind}-attention, d_model={d_model}, num_heads={h}"
-                     f"{', ' + mask_kind + ' mask' if mask_kind else ''}) compared with torch.nn.MultiheadAttention",
-                     mistakes=mistakes)
+        ev.expect_close(out, expected, f"the output ({kind}-attention, d_model={d_model}, num_heads={h}"
+                        f"{', ' + mask_kind + ' mask' if mask_kind else ''}) compared with torch.nn.MultiheadAttention",
+                        mistakes=mistakes)
         stored = getattr(module, "attn_weights", None)
         expect(stored is not None,
                "keep the weights: set `self.attn_weights = weights` (B, num_heads, T_q, T_k) in forward.")
         expect_shape(stored, (2, h, T_q, T_k), "self.attn_weights")
         expect_distribution(stored, "self.attn_weights")
-        expect_close(stored, expected_w, "self.attn_weights compared with torch's per-head weights")
+        ev.expect_close(stored, expected_w, "self.attn_weights compared with torch's per-head weights")
         tests += 1
     return tests
 
@@ -214,14 +213,15 @@ def _pe(max_len, d_model, form="ok"):
 
 @exercise("sinusoidal positional encoding", reference=ref.sinusoidal_positional_encoding)
 @single_threaded
-def positional_encoding(fn):
-    """fn(max_len, d_model) -> (max_len, d_model): PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...)."""
+def positional_encoding(ev: Evaluation, answer):
+    """answer(max_len, d_model) -> (max_len, d_model): PE[pos, 2i] = sin(pos / 10000^(2i/d)),
+    PE[pos, 2i+1] = cos(...)."""
     tests = 0
     for max_len, d_model in ((10, 8), (50, 16), (3, 4)):
-        pe = call(fn, max_len, d_model)
+        pe = ev.call(answer, max_len, d_model)
         expect_shape(pe, (max_len, d_model), f"positional_encoding({max_len}, {d_model})")
-        expect_close(to_numpy(pe).astype(float), ref.sinusoidal_positional_encoding(max_len, d_model).double(),
-                     f"positional_encoding({max_len}, {d_model})", atol=1e-5, mistakes={
+        ev.expect_close(to_numpy(pe).astype(float), ref.sinusoidal_positional_encoding(max_len, d_model).double(),
+                        f"positional_encoding({max_len}, {d_model})", atol=1e-5, mistakes={
             "sin and cos are in halves (all sines, then all cosines): this exercise wants the paper's "
             "interleaved form, sin in the even columns 2i and cos in the odd columns 2i+1":
                 _pe(max_len, d_model, "concat"),

@@ -7,13 +7,21 @@ import torch.nn as nn
 
 from .. import transformer as ref
 from ..masks import causal_mask, padding_mask
-from .core import call, exercise, expect, expect_close, expect_shape, randn, rng, single_threaded, to_numpy
+from .core import (
+    exercise,
+    expect,
+    expect_shape,
+    randn,
+    single_threaded,
+    to_numpy,
+)
+from .evaluation import Evaluation
 
 D_MODEL, HEADS, D_FF = 16, 4, 32
 
 
-def _x(seed, *shape):
-    return randn(rng(seed), *shape)
+def _x(ev: Evaluation, seed, *shape):
+    return randn(ev.rng(seed), *shape)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -55,16 +63,16 @@ def _ffn(p, x, kind="ok", drop=None):
     return drop(out) if kind == "dropout_output" else out
 
 
-def _seeded(seed, fn, *args):
-    """fn(*args) with the global random generator seeded (dropout masks), leaving the generator as it was."""
+def _seeded(seed, answer, *args):
+    """answer(*args) with the global random generator seeded (dropout masks), leaving the generator as it was."""
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        return fn(*args)
+        return answer(*args)
 
 
 @exercise("position-wise feed-forward network", name="MyFeedForward", reference=FeedForward)
 @single_threaded
-def feed_forward(cls):
+def feed_forward(ev: Evaluation, cls):
     """cls(d_model, d_ff, dropout) with parameters W_1 (d_model, d_ff), b_1, W_2 (d_ff, d_model), b_2 and
     self.dropout; forward(x (B, T, d_model)) -> (B, T, d_model). Compared with the course's
     PositionwiseFeedForward holding the same weights, at evaluation and in training (same dropout masks)."""
@@ -72,9 +80,9 @@ def feed_forward(cls):
     # d_ff == d_model first: there the two layers in the wrong order, or a transposed W_1, give values to name
     for seed, (B, T, d_model, d_ff) in enumerate([(2, 5, 8, 8), (3, 4, 6, 16)]):
         p_drop = 0.5
-        module = call(cls, d_model, d_ff, dropout=p_drop)
+        module = ev.call(cls, d_model, d_ff, dropout=p_drop)
         expect(isinstance(module, nn.Module), "your class should be an nn.Module (keep `class ...(nn.Module)`).")
-        g = rng(seed)
+        g = ev.rng(seed)
         params = {"W_1": randn(g, d_model, d_ff, scale=d_model ** -0.5), "b_1": randn(g, d_ff, scale=0.5),
                   "W_2": randn(g, d_ff, d_model, scale=d_ff ** -0.5), "b_2": randn(g, d_model, scale=0.5)}
         try:
@@ -92,9 +100,9 @@ def feed_forward(cls):
             # evaluation: dropout is off, and the output does not change from call to call
             module.eval()
             reference.eval()
-            out = _seeded(0, call, module, x)
+            out = _seeded(0, ev.call, module, x)
             expect_shape(out, (B, T, d_model), "the output")
-            again = _seeded(1, call, module, x)
+            again = _seeded(1, ev.call, module, x)
             expect(np.allclose(to_numpy(out), to_numpy(again), atol=1e-6),
                    "in eval mode your output changes from call to call: dropout is active at evaluation time. "
                    "Use self.dropout (an nn.Dropout switches off after model.eval()), or "
@@ -102,7 +110,7 @@ def feed_forward(cls):
             # position-wise: changing one position of the input changes that position's output only
             changed = x.clone()
             changed[:, 2] += 1.0
-            moved = np.abs(to_numpy(call(module, changed)) - to_numpy(out)).max(axis=(0, 2)) > 1e-5
+            moved = np.abs(to_numpy(ev.call(module, changed)) - to_numpy(out)).max(axis=(0, 2)) > 1e-5
             moved[2] = False
             expect(not moved.any(), f"the output at position {int(np.argmax(moved))} changed when only position 2 of "
                                     "the input changed: the FFN acts on every position ALONE (x @ W_1 works on the "
@@ -123,14 +131,14 @@ def feed_forward(cls):
                     "W_2 is transposed: it is stored as (d_ff, d_model), so hidden @ self.W_2 (no .T)":
                         _ffn(params, x, "W_2.T"),
                 })
-            expect_close(out, reference(x), f"the output at evaluation (d_model={d_model}, d_ff={d_ff})",
-                         mistakes=mistakes)
+            ev.expect_close(out, reference(x), f"the output at evaluation (d_model={d_model}, d_ff={d_ff})",
+                            mistakes=mistakes)
             # training: dropout between the two layers, with the same masks as the reference's nn.Dropout
             module.train()
             reference.train()
-            out = _seeded(seed, call, module, x)
+            out = _seeded(seed, ev.call, module, x)
             drop = nn.Dropout(p_drop)
-            expect_close(out, _seeded(seed, reference, x), f"the output in training (dropout p={p_drop})", mistakes={
+            ev.expect_close(out, _seeded(seed, reference, x), f"the output in training (dropout p={p_drop})", mistakes={
                 "in training the output has no dropout: apply self.dropout to the hidden layer, "
                 "max(0, x W_1 + b_1), before W_2": _ffn(params, x),
                 "dropout is applied to the output: it goes between the two layers, on max(0, x W_1 + b_1)":
@@ -145,10 +153,10 @@ def feed_forward(cls):
 # ---------------------------------------------------------------------------------------------
 # Exercises 2-4: the encoder layer, the decoder layer, the forward pass
 # ---------------------------------------------------------------------------------------------
-def _randomise_norms(module, seed):
+def _randomise_norms(ev: Evaluation, module, seed):
     """Give every LayerNorm a gain and bias of its own (at initialisation they are all 1 and 0, so using
     the wrong one would go unnoticed)."""
-    g = rng(seed)
+    g = ev.rng(seed)
     with torch.no_grad():
         for m in module.modules():
             if isinstance(m, nn.LayerNorm):
@@ -157,15 +165,25 @@ def _randomise_norms(module, seed):
     return module
 
 
-def _build(cls, reference, norm_first):
+def _build(ev: Evaluation, cls, reference, norm_first):
     """The learner's layer with the reference layer's weights (same attribute names)."""
-    module = call(cls, D_MODEL, HEADS, D_FF, dropout=0.0, norm_first=norm_first)
+    module = ev.call(cls, D_MODEL, HEADS, D_FF, dropout=0.0, norm_first=norm_first)
     try:
         module.load_state_dict(reference.state_dict())
     except (RuntimeError, AttributeError) as error:
         expect(False, f"your layer's parameters do not match the reference's names: keep __init__ as given "
                       f"({str(error).splitlines()[0][:160]}).")
     return module.eval()
+
+
+def _layers(ev: Evaluation, cls, reference_cls):
+    """The set-up of the layer checks, post-norm then pre-norm: yields (seed, norm_first, the reference layer
+    with LayerNorms of their own, the learner's layer `cls` with the same weights), both in eval mode."""
+    for seed, norm_first in enumerate((False, True)):
+        torch.manual_seed(seed)
+        reference = reference_cls(D_MODEL, HEADS, D_FF, dropout=0.0, norm_first=norm_first)
+        reference = _randomise_norms(ev, reference, seed).eval()
+        yield seed, norm_first, reference, _build(ev, cls, reference, norm_first)
 
 
 def _sublayer(x, sublayer, norm, norm_first, kind="ok"):
@@ -224,19 +242,15 @@ _NORM_RESIDUAL = ("the residual starts from the normalised x: in pre-norm, y = L
 
 @exercise("encoder layer", name="MyEncoderLayer", reference=ref.EncoderLayer)
 @single_threaded
-def encoder_layer(cls):
+def encoder_layer(ev: Evaluation, cls):
     """cls(d_model, num_heads, d_ff, dropout, norm_first) with forward(x, mask=None) -> (B, S, d_model)."""
     tests = 0
-    for seed, norm_first in enumerate((False, True)):
-        torch.manual_seed(seed)
-        reference = _randomise_norms(ref.EncoderLayer(D_MODEL, HEADS, D_FF, dropout=0.0, norm_first=norm_first),
-                                     seed).eval()
-        module = _build(cls, reference, norm_first)
+    for seed, norm_first, reference, module in _layers(ev, cls, ref.EncoderLayer):
         src = torch.tensor([[5, 6, 7, 8, 9, 4], [5, 6, 7, 0, 0, 0]])
         mask = padding_mask(src, 0)
-        x = _x(seed, 2, 6, D_MODEL)
+        x = _x(ev, seed, 2, 6, D_MODEL)
         with torch.no_grad():
-            out = call(module, x, mask)
+            out = ev.call(module, x, mask)
             args = (reference, x, mask, norm_first)
             expect_shape(out, (2, 6, D_MODEL), "the output")
             mistakes = {_RESIDUAL: _encoder_layer(*args, "no_residual"),
@@ -249,27 +263,23 @@ def encoder_layer(cls):
                 mistakes["the feed-forward reads LayerNorm of the layer's INPUT (the y computed before the attention): "
                          "normalise the updated x again, x + Dropout(self.ff(self.norm2(x)))"] = \
                     _encoder_layer(*args, "stale")
-            expect_close(out, reference(x, mask), f"the output (norm_first={norm_first})", mistakes=mistakes)
+            ev.expect_close(out, reference(x, mask), f"the output (norm_first={norm_first})", mistakes=mistakes)
         tests += 1
     return tests
 
 
 @exercise("decoder layer", name="MyDecoderLayer", reference=ref.DecoderLayer)
 @single_threaded
-def decoder_layer(cls):
+def decoder_layer(ev: Evaluation, cls):
     """cls(d_model, num_heads, d_ff, dropout, norm_first) with forward(x, memory, tgt_mask, memory_mask)."""
     tests = 0
-    for seed, norm_first in enumerate((False, True)):
-        torch.manual_seed(seed)
-        reference = _randomise_norms(ref.DecoderLayer(D_MODEL, HEADS, D_FF, dropout=0.0, norm_first=norm_first),
-                                     seed).eval()
-        module = _build(cls, reference, norm_first)
+    for seed, norm_first, reference, module in _layers(ev, cls, ref.DecoderLayer):
         src = torch.tensor([[5, 6, 7, 8, 9, 4, 3], [5, 6, 7, 0, 0, 0, 0]])
         tgt = torch.tensor([[1, 5, 6, 7, 8], [1, 5, 6, 0, 0]])
         tgt_mask, memory_mask = causal_mask(5) & padding_mask(tgt, 0), padding_mask(src, 0)
-        x, memory = _x(seed, 2, 5, D_MODEL), _x(seed + 10, 2, 7, D_MODEL)
+        x, memory = _x(ev, seed, 2, 5, D_MODEL), _x(ev, seed + 10, 2, 7, D_MODEL)
         with torch.no_grad():
-            out = call(module, x, memory, tgt_mask, memory_mask)
+            out = ev.call(module, x, memory, tgt_mask, memory_mask)
             expect_shape(out, (2, 5, D_MODEL), "the output")
             args = (reference, x, memory, tgt_mask, memory_mask, norm_first)
             mistakes = {
@@ -287,12 +297,12 @@ def decoder_layer(cls):
             }
             if norm_first:
                 mistakes[_NORM_RESIDUAL] = _decoder_layer(*args, "norm_residual")
-            expect_close(out, reference(x, memory, tgt_mask, memory_mask), f"the output (norm_first={norm_first})",
-                         mistakes=mistakes)
+            ev.expect_close(out, reference(x, memory, tgt_mask, memory_mask), f"the output (norm_first={norm_first})",
+                            mistakes=mistakes)
             # causality: changing later decoder positions leaves earlier outputs unchanged
             changed = x.clone()
             changed[:, 3:] += 3.0
-            out2 = call(module, changed, memory, tgt_mask, memory_mask)
+            out2 = ev.call(module, changed, memory, tgt_mask, memory_mask)
             moved = (to_numpy(out) - to_numpy(out2))[:, :3]
             expect(abs(moved).max() < 1e-5, "the output at positions 0-2 changed when positions 3-4 changed: "
                                             "the decoder's self-attention must be causal (tgt_mask).")
@@ -325,8 +335,8 @@ def _forward(model, src, tgt_in, kind="ok"):
 
 @exercise("Transformer forward pass with masks", reference=lambda model, src, tgt_in: model(src, tgt_in))
 @single_threaded
-def transformer_forward(fn):
-    """fn(model, src (B, S), tgt_in (B, T)) -> logits (B, T, tgt_vocab_size), equal to model(src, tgt_in)."""
+def transformer_forward(ev: Evaluation, answer):
+    """answer(model, src (B, S), tgt_in (B, T)) -> logits (B, T, tgt_vocab_size), equal to model(src, tgt_in)."""
     tests = 0
     for seed, norm_first in enumerate((True, False)):
         torch.manual_seed(seed)
@@ -335,10 +345,10 @@ def transformer_forward(fn):
         src = torch.tensor([[5, 6, 7, 8, 9, 4], [5, 6, 7, 0, 0, 0]])
         tgt_in = torch.tensor([[1, 5, 6, 7, 8], [1, 5, 6, 0, 0]])
         with torch.no_grad():
-            logits = call(fn, model, src, tgt_in)
+            logits = ev.call(answer, model, src, tgt_in)
             expect_shape(logits, (2, 5, 19), "the logits")
             args = (model, src, tgt_in)
-            expect_close(logits, model(src, tgt_in), f"the logits (norm_first={norm_first})", mistakes={
+            ev.expect_close(logits, model(src, tgt_in), f"the logits (norm_first={norm_first})", mistakes={
                 "the embeddings are not scaled: multiply them by sqrt(d_model) before adding the positions":
                     _forward(*args, "no_scale"),
                 "the positional encoding is missing: model.pos(embedding * sqrt(d_model))": _forward(*args, "no_pos"),
@@ -361,7 +371,7 @@ def transformer_forward(fn):
             # causality: later target tokens do not change the earlier logits
             changed = tgt_in.clone()
             changed[0, 3:] = torch.tensor([11, 12])
-            later = call(fn, model, src, changed)
+            later = ev.call(answer, model, src, changed)
             expect(torch.allclose(torch.as_tensor(to_numpy(later))[0, :3], torch.as_tensor(to_numpy(logits))[0, :3],
                                   atol=1e-5),
                    "the logits at positions 0-2 changed when target tokens 3-4 changed: the decoder must be causal.")

@@ -7,17 +7,23 @@ import torch
 from ..decoding import beam_step as ref_beam_step
 from ..training import label_smoothed_loss as ref_loss
 from ..training import noam_lr as ref_noam
-from .core import call, exercise, expect, expect_close, expect_returns, expect_shape, rng
+from .core import (
+    exercise,
+    expect,
+    expect_returns,
+    expect_shape,
+)
+from .evaluation import Evaluation
 
 __all__ = ["noam_lr", "label_smoothed_loss", "beam_step"]
 
 
 @exercise("learning-rate schedule (noam_lr)", reference=ref_noam)
-def noam_lr(fn):
+def noam_lr(ev: Evaluation, answer):
     tests = 0
     for d_model, warmup in ((512, 4000), (256, 400), (64, 10)):
         steps = [1, 2, warmup // 2, warmup - 1, warmup, warmup + 1, 2 * warmup, 10 * warmup]
-        got = np.array([float(call(fn, s, d_model, warmup)) for s in steps])
+        got = np.array([float(ev.call(answer, s, d_model, warmup)) for s in steps])
         expected = np.array([ref_noam(s, d_model, warmup) for s in steps])
         s = np.array(steps, dtype=float)
         mistakes = {
@@ -35,16 +41,16 @@ def noam_lr(fn):
             "off by one step: steps count from 1, use `step` as it is given (not step - 1)":
                 d_model ** -0.5 * np.minimum(np.maximum(s - 1, 1e-9) ** -0.5, (s - 1) * warmup ** -1.5),
         }
-        expect_close(got, expected, f"noam_lr(step, d_model={d_model}, warmup_steps={warmup}) for steps {steps}",
-                     mistakes=mistakes, rtol=1e-6, atol=1e-12)
+        ev.expect_close(got, expected, f"noam_lr(step, d_model={d_model}, warmup_steps={warmup}) for steps {steps}",
+                        mistakes=mistakes, rtol=1e-6, atol=1e-12)
         tests += 1
-    peak = int(np.argmax([float(call(fn, st, 256, 400)) for st in range(1, 2000)])) + 1
+    peak = int(np.argmax([float(ev.call(answer, st, 256, 400)) for st in range(1, 2000)])) + 1
     expect(peak == 400, f"the schedule should peak at step = warmup_steps = 400, it peaks at step {peak}.")
     return tests + 1
 
 
-def _loss_inputs(seed, B=3, T=6, V=9, pad_id=0):
-    g = rng(seed)
+def _loss_inputs(ev: Evaluation, seed, B=3, T=6, V=9, pad_id=0):
+    g = ev.rng(seed)
     logits = torch.tensor(g.normal(0, 2, size=(B, T, V)), dtype=torch.float32)
     target = torch.tensor(g.integers(1, V, size=(B, T)))
     target[0, T - 2:] = pad_id
@@ -61,11 +67,11 @@ def _wrong_axis_loss(logits, target, eps, pad_id=0):
 
 
 @exercise("label-smoothed loss", reference=ref_loss)
-def label_smoothed_loss(fn):
+def label_smoothed_loss(ev: Evaluation, answer):
     tests = 0
     for seed, eps in ((0, 0.1), (1, 0.2), (2, 0.0)):
-        logits, target = _loss_inputs(seed)
-        got = call(fn, logits.clone(), target.clone(), eps, 0)
+        logits, target = _loss_inputs(ev, seed)
+        got = ev.call(answer, logits.clone(), target.clone(), eps, 0)
         expected = ref_loss(logits, target, eps, 0)
         expect(torch.is_tensor(got) or np.isscalar(got), "return the loss as a scalar tensor.")
         expect(np.size(got.detach().numpy() if torch.is_tensor(got) else got) == 1,
@@ -94,21 +100,21 @@ def label_smoothed_loss(fn):
             "the softmax runs over the wrong axis: log_softmax over the LAST axis (the vocabulary, V)":
                 _wrong_axis_loss(logits, target, eps),
         }
-        expect_close(got, expected, f"label_smoothed_loss(logits, target, smoothing={eps})",
-                     mistakes=mistakes, rtol=1e-4, atol=1e-5)
+        ev.expect_close(got, expected, f"label_smoothed_loss(logits, target, smoothing={eps})",
+                        mistakes=mistakes, rtol=1e-4, atol=1e-5)
         tests += 1
     return tests
 
 
 @exercise("one beam-search step (beam_step)", reference=ref_beam_step)
-def beam_step(fn):
+def beam_step(ev: Evaluation, answer):
     tests = 0
     for seed, beam_size, V in ((0, 3, 7), (1, 4, 5), (2, 2, 11)):
-        g = rng(seed)
+        g = ev.rng(seed)
         scores = torch.tensor(np.sort(g.normal(-3, 1.5, size=beam_size))[::-1].copy(), dtype=torch.float32)
         log_probs = torch.log_softmax(torch.tensor(g.normal(0, 2, size=(beam_size, V)), dtype=torch.float32), -1)
         ref = ref_beam_step(scores, log_probs, beam_size)
-        new_scores, origin, token = expect_returns(call(fn, scores.clone(), log_probs.clone(), beam_size), ref,
+        new_scores, origin, token = expect_returns(ev.call(answer, scores.clone(), log_probs.clone(), beam_size), ref,
                                                    ("new_scores", "origin", "token"))
         for x, what in ((new_scores, "new_scores"), (origin, "origin"), (token, "token")):
             expect_shape(x, (beam_size,), what)
@@ -139,7 +145,7 @@ def beam_step(fn):
             "these are the LOWEST scores: take the beam_size largest (torch.topk)":
                 as_out(low, idx_low // V, idx_low % V),
         }
-        expect_close(got, expected, "(new_scores, origin, token) stacked as rows", mistakes=mistakes,
-                     rtol=1e-5, atol=1e-5)
+        ev.expect_close(got, expected, "(new_scores, origin, token) stacked as rows", mistakes=mistakes,
+                        rtol=1e-5, atol=1e-5)
         tests += 1
     return tests

@@ -14,17 +14,15 @@ from ..vision import patchify as _ref_patchify
 from ..vision import self_attention_2d as _ref_attention_2d
 from .core import (
     ExerciseError,
-    call,
     exercise,
     expect,
-    expect_close,
     expect_distribution,
     expect_returns,
     expect_shape,
     randn,
-    rng,
     single_threaded,
 )
+from .evaluation import Evaluation
 from .snail_dense_block import (  # noqa: F401 - dense_block_reference: the tests use it
     _dense_mistakes,
     _expect_causal,
@@ -60,17 +58,17 @@ def _image(read, B, H, W):
 # --- exercise 1: attention over the pixels of a feature map --------------------------------------
 @exercise("self_attention_2d (1×1-convolution attention)", reference=_ref_attention_2d)
 @single_threaded
-def self_attention_2d(fn):
+def self_attention_2d(ev: Evaluation, answer):
     tests = 0
     # d_key, C̄, C, N = H·W and d_key² all differ, so that dividing by the wrong size shows; C̄ ≠ C, so that
     # a missing W_v shows in the shape
     for seed, (B, C, H, W, d_key, C_bar) in enumerate([(2, 8, 3, 5, 4, 6), (1, 5, 4, 4, 2, 3), (3, 6, 2, 7, 3, 5)]):
-        g = rng(110 + seed)
+        g = ev.rng(110 + seed)
         x, W_f, W_g = randn(g, B, C, H, W), randn(g, d_key, C), randn(g, d_key, C)
         W_h, W_v = randn(g, C_bar, C), randn(g, C, C_bar)
         N = H * W
         ref_o, ref_w = _ref_attention_2d(x, W_f, W_g, W_h, W_v)
-        o, weights = expect_returns(call(fn, x, W_f, W_g, W_h, W_v), (ref_o, ref_w), ("o", "weights"))
+        o, weights = expect_returns(ev.call(answer, x, W_f, W_g, W_h, W_v), (ref_o, ref_w), ("o", "weights"))
         expect_shape(weights, (B, N, N), f"weights (for x of shape {(B, C, H, W)}, N = H·W = {N})")
         k = conv1x1(x, W_f).flatten(2).transpose(1, 2)              # (B, N, d_key)
         q = conv1x1(x, W_g).flatten(2).transpose(1, 2)              # (B, N, d_key)
@@ -90,10 +88,10 @@ def self_attention_2d(fn):
         }
         mistakes.update(_wrong_scales(raw, d_key, {"C̄": (C_bar, "the channels of a value"), "N": (N, "the number "
                                                    "of pixels"), "C": (C, "the channels of x")}))
-        expect_close(weights, ref_w, "weights", mistakes=mistakes)
+        ev.expect_close(weights, ref_w, "weights", mistakes=mistakes)
         expect_distribution(weights, "weights (each query pixel's row)", axis=-1)
         read = ref_w @ v                                            # (B, N, C̄)
-        expect_close(o, ref_o, "o", mistakes={
+        ev.expect_close(o, ref_o, "o", mistakes={
             f"o has C̄ = {C_bar} channels, not C = {C}: the output map W_v is missing. SAGAN's final form maps "
             "the read-out back to C channels, o = conv1x1(read, W_v).": _image(read, B, H, W),
             "o has the right shape but its values are scrambled: weights @ v is (B, N, C̄); transpose it "
@@ -122,10 +120,10 @@ def _block_output(params, x, swap=False):
 
 @exercise("SelfAttention2d (γ-residual block)", name="SelfAttention2d", reference=SelfAttention2d)
 @single_threaded
-def self_attention_block(cls):
+def self_attention_block(ev: Evaluation, cls):
     channels = 16
     C_bar = channels // 8
-    module = call(cls, channels)
+    module = ev.call(cls, channels)
     expect(isinstance(module, nn.Module), f"SelfAttention2d({channels}) should be an nn.Module, "
                                           f"got {type(module).__name__}.")
     state = module.state_dict()
@@ -159,7 +157,7 @@ def self_attention_block(cls):
     expect(bool(torch.all(gamma == 0)),
            f"γ should start at 0 (it starts at {gamma.flatten()[0].item():.3g}): the block must begin "
            "as the identity, y = x, so that the untrained attention adds no noise.")
-    g = rng(120)
+    g = ev.rng(120)
     params = {key: randn(g, *shape, scale=0.5) for key, (shape, _, _) in expected.items()}
     x = randn(g, 2, channels, 4, 5)
     o, o_swapped = _block_output(params, x), _block_output(params, x, swap=True)
@@ -171,16 +169,16 @@ def self_attention_block(cls):
             raise ExerciseError(f"the module's parameters could not be set: keep self.f, self.g, self.h, self.v and "
                                 f"self.gamma as the exercise names them ({first_line}).") from None
         with torch.no_grad():
-            y = call(module, x)
+            y = ev.call(module, x)
         expect_shape(y, tuple(x.shape), "y")
         if gamma_value == 0:
-            expect_close(y, x, "y at initialisation (γ = 0)", mistakes={
+            ev.expect_close(y, x, "y at initialisation (γ = 0)", mistakes={
                 "y is 0 at initialisation: the residual is missing; return x + self.gamma * o.": torch.zeros_like(x),
                 "y = x + o at initialisation: γ is not used; return x + self.gamma * o.": x + o,
                 "y = o at initialisation: γ multiplies the wrong term; return x + self.gamma * o.": o,
             }, atol=1e-4)
             continue
-        expect_close(y, x + 0.5 * o, "y with γ = 0.5", mistakes={
+        ev.expect_close(y, x + 0.5 * o, "y with γ = 0.5", mistakes={
             "y = γ·o: the residual is missing; return x + self.gamma * o.": 0.5 * o,
             "y = x + o: γ is not used; return x + self.gamma * o.": x + o,
             "y = γ·x + o: γ multiplies the wrong term; return x + self.gamma * o.": 0.5 * x + o,
@@ -193,7 +191,7 @@ def self_attention_block(cls):
            "keep the last attention weights on self.attn_weights, shape (B, N, N) = (2, 20, 20) here, "
            "so that the lesson can plot them.")
     module.zero_grad()
-    call(module, x).sum().backward()
+    ev.call(module, x).sum().backward()
     grad = dict(module.named_parameters())["gamma"].grad
     expect(grad is not None and float(grad.abs().sum()) > 0,
            "no gradient reaches γ: compute y = x + self.gamma * o with torch operations (no .item(), no .detach()).")
@@ -213,14 +211,14 @@ def _patches(images, P, patch_order="rows", pixel_order="rows", channels="last")
 
 @exercise("patchify (the ViT's patches)", reference=_ref_patchify)
 @single_threaded
-def patchify(fn):
+def patchify(ev: Evaluation, answer):
     tests = 0
     # a grid of patches that is not square (row and column order differ), C > 1 (the channel order shows),
     # then one grey image of square patches like the lesson's digits
     for seed, (B, C, H, W, P) in enumerate([(2, 3, 4, 6, 2), (1, 2, 6, 9, 3), (3, 1, 8, 8, 4)]):
-        images = randn(rng(140 + seed), B, C, H, W)
+        images = randn(ev.rng(140 + seed), B, C, H, W)
         N, D = (H // P) * (W // P), P * P * C
-        out = call(fn, images, P)
+        out = ev.call(answer, images, P)
         expected = _ref_patchify(images, P)
         if hasattr(out, "shape") and tuple(out.shape) == (B, N, D):
             pass
@@ -256,28 +254,28 @@ def patchify(fn):
             "channels last first: permute to (B, H/P, W/P, P, P, C), then flatten.":
                 images.reshape(B, C, H // P, P, W // P, P).permute(0, 1, 2, 4, 3, 5).reshape(B, N, D),
         }
-        expect_close(out, expected, "the patches", mistakes=mistakes, atol=0, rtol=0)
+        ev.expect_close(out, expected, "the patches", mistakes=mistakes, atol=0, rtol=0)
         tests += 1
     # the first patch, by hand: its top-left pixel's channels come first
-    images = randn(rng(149), 1, 2, 4, 4)
-    out = call(fn, images, 2)
-    expect_close(out[0, 0, :2], images[0, :, 0, 0], "the first two values of patch 0 (the channels of pixel (0, 0))",
-                 atol=0, rtol=0)
+    images = randn(ev.rng(149), 1, 2, 4, 4)
+    out = ev.call(answer, images, 2)
+    ev.expect_close(out[0, 0, :2], images[0, :, 0, 0], "the first two values of patch 0 (the channels of pixel (0, 0))",
+                    atol=0, rtol=0)
     return tests + 1
 
 
 # --- exercise 3: SNAIL's dense block (a gated causal dilated convolution) -------------------------
 @exercise("dense_block (SNAIL's gated causal convolution)", reference=dense_block_reference)
 @single_threaded
-def dense_block(fn):
+def dense_block(ev: Evaluation, answer):
     tests = 0
     # d_in ≠ filters (a missing concatenation shows in the shape); dilations 4, 2, 1 with T > d
     for seed, (B, T, d_in, filters, d) in enumerate([(2, 11, 3, 5, 4), (1, 9, 4, 2, 2), (3, 6, 5, 3, 1)]):
-        g = rng(125 + seed)
+        g = ev.rng(125 + seed)
         x = randn(g, B, T, d_in)
         W_f, W_g = randn(g, 2, d_in, filters), randn(g, 2, d_in, filters)
         try:
-            out = call(fn, x, W_f, W_g, d)
+            out = ev.call(answer, x, W_f, W_g, d)
         except ExerciseError as error:
             if "Sizes of tensors must match" not in str(error):
                 raise
@@ -296,10 +294,10 @@ def dense_block(fn):
         expected = dense_block_reference(x, W_f, W_g, d)
         mistakes = _dense_mistakes(x, W_f, W_g, d)
         if tuple(out.shape) != tuple(expected.shape):      # names a missing concatenation, else the shapes
-            expect_close(out, expected, f"the block's output (x of shape {(B, T, d_in)}, {filters} filters)",
-                         mistakes=mistakes)
-        _expect_causal(fn, x, W_f, W_g, d, out, t=T // 2)
-        expect_close(out, expected, "the block's output", mistakes=mistakes)
+            ev.expect_close(out, expected, f"the block's output (x of shape {(B, T, d_in)}, {filters} filters)",
+                            mistakes=mistakes)
+        _expect_causal(ev, answer, x, W_f, W_g, d, out, t=T // 2)
+        ev.expect_close(out, expected, "the block's output", mistakes=mistakes)
         tests += 1
     return tests + 1
 
@@ -307,15 +305,15 @@ def dense_block(fn):
 # --- exercise 4: SNAIL's causal attention block ----------------------------------------------------
 @exercise("causal_attention_block (SNAIL)", reference=_ref_causal_block)
 @single_threaded
-def causal_attention_block(fn):
+def causal_attention_block(ev: Evaluation, answer):
     tests = 0
     # d_key, d_value, T, d_in differ (a scale by the wrong size shows); T ≠ d_in + d_value (the two outputs
     # have different shapes, so values returned in the wrong order are named)
     for seed, (B, T, d_in, d_key, d_value) in enumerate([(2, 7, 6, 4, 5), (1, 5, 3, 2, 6), (3, 10, 8, 3, 6)]):
-        g = rng(130 + seed)
+        g = ev.rng(130 + seed)
         x, W_q, W_k, W_v = randn(g, B, T, d_in), randn(g, d_in, d_key), randn(g, d_in, d_key), randn(g, d_in, d_value)
         ref_out, ref_w = _ref_causal_block(x, W_q, W_k, W_v)
-        out, weights = expect_returns(call(fn, x, W_q, W_k, W_v), (ref_out, ref_w), ("out", "weights"))
+        out, weights = expect_returns(ev.call(answer, x, W_q, W_k, W_v), (ref_out, ref_w), ("out", "weights"))
         expect_shape(weights, (B, T, T), "weights")
         q, k, v = x @ W_q, x @ W_k, x @ W_v
         raw = q @ k.transpose(1, 2)
@@ -346,12 +344,12 @@ def causal_attention_block(fn):
         mistakes.update(_wrong_scales(raw, d_key, {"d_value": (d_value, "the size of a value"), "T": (T, "the "
                                                    "number of steps"), "d_in": (d_in, "the size of an input")},
                                       mask))
-        expect_close(weights, ref_w, "weights", mistakes=mistakes)
+        ev.expect_close(weights, ref_w, "weights", mistakes=mistakes)
         expect_distribution(weights, "weights (each position's row)", axis=-1)
         expect(bool(torch.all(weights.detach()[:, ~mask] == 0)),
                "some position gives weight to a later position: the causal mask is not applied.")
         read = ref_w @ v
-        expect_close(out, ref_out, "the block's output", mistakes={
+        ev.expect_close(out, ref_out, "the block's output", mistakes={
             f"the output should be [x, read] concatenated on the last axis, shape (B, T, d_in + d_value) = "
             f"{(B, T, d_in + d_value)}: return torch.cat([x, weights @ v], dim=-1).": read,
             "x and the read-out are concatenated in the wrong order: torch.cat([x, read], dim=-1).":
@@ -362,14 +360,14 @@ def causal_attention_block(fn):
         })
         tests += 1
     # causality: changing the future leaves the past unchanged
-    g = rng(139)
+    g = ev.rng(139)
     x, W_q, W_k, W_v = randn(g, 1, 8, 4), randn(g, 4, 4), randn(g, 4, 4), randn(g, 4, 3)
     t = 3
     changed = x.clone()
     changed[:, t + 1:] = randn(g, 1, 8 - t - 1, 4)
     reference = _ref_causal_block(x, W_q, W_k, W_v)
-    before, _ = expect_returns(call(fn, x, W_q, W_k, W_v), reference, ("out", "weights"))
-    after, _ = expect_returns(call(fn, changed, W_q, W_k, W_v), _ref_causal_block(changed, W_q, W_k, W_v),
+    before, _ = expect_returns(ev.call(answer, x, W_q, W_k, W_v), reference, ("out", "weights"))
+    after, _ = expect_returns(ev.call(answer, changed, W_q, W_k, W_v), _ref_causal_block(changed, W_q, W_k, W_v),
                               ("out", "weights"))
     expect(torch.allclose(before[:, :t + 1], after[:, :t + 1], atol=1e-5),
            f"the output at positions 0..{t} changed when positions {t + 1}..7 changed: the block looks at the "

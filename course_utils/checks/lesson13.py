@@ -15,17 +15,15 @@ from ..attention import scaled_dot_product_attention
 from ..masks import causal_mask
 from .core import (
     ExerciseError,
-    call,
     exercise,
     expect,
-    expect_close,
     expect_returns,
     expect_shape,
     randn,
-    rng,
     single_threaded,
     to_numpy,
 )
+from .evaluation import Evaluation
 
 NEG_INF = float("-inf")
 
@@ -97,10 +95,10 @@ _NO_GUARD = ("NaN where a whole block is −inf (a masked row, or its first bloc
              "(torch.where(torch.isneginf(m_new), 0, m_new)): exp(−inf − 0) = 0 as it should")
 
 
-def _online_inputs(seed):
+def _online_inputs(ev: Evaluation, seed):
     """Rows (6, 10): random, ascending (the maximum grows at every block), with −inf entries, a first
     block of −inf (the first 4 entries), and a row of −inf only."""
-    g = rng(seed)
+    g = ev.rng(seed)
     x = randn(g, 6, 10, scale=3.0)
     x[1] = torch.sort(x[1]).values
     x[2, torch.as_tensor(g.random(10) < 0.4)] = NEG_INF
@@ -112,26 +110,26 @@ def _online_inputs(seed):
 
 @exercise("the online softmax", name="online_softmax", reference=ref.online_softmax)
 @single_threaded
-def online_softmax(fn):
-    """fn(x (R, n), block_size) -> (m (R,), l (R,)): m = max of each row, l = Σ exp(x − m)."""
+def online_softmax(ev: Evaluation, answer):
+    """answer(x (R, n), block_size) -> (m (R,), l (R,)): m = max of each row, l = Σ exp(x − m)."""
     tests = 0
     for seed, block in enumerate((3, 1, 4, 7, 10, 16)):
-        x = _online_inputs(seed)
+        x = _online_inputs(ev, seed)
         m_true, l_true = _stats(x)
-        result = call(fn, x, block)
+        result = ev.call(answer, x, block)
         m, ell = expect_returns(result, (m_true, l_true), ("m", "l"))
         expect_shape(m, (6,), "m")
         expect_shape(ell, (6,), "l")
         variants = {kind: _online(x, block, kind) for kind in ("no_rescale", "flipped", "flipped_safe",
                                                                "stale_max", "no_guard")}
         _name_mistake(m, m_true, [(_STALE, [variants["stale_max"][0]]), (_NO_GUARD, [variants["no_guard"][0]])])
-        expect_close(m, m_true, f"m, the maximum of each row (block_size={block})",
-                     hint="m must end as the maximum of the row: m = max(m, max of the block) at every block.")
+        ev.expect_close(m, m_true, f"m, the maximum of each row (block_size={block})",
+                        hint="m must end as the maximum of the row: m = max(m, max of the block) at every block.")
         _name_mistake(ell, l_true, [(_NO_RESCALE, [variants["no_rescale"][1]]),
                                   (_FLIPPED, [variants["flipped"][1], variants["flipped_safe"][1]]),
                                   (_STALE, [variants["stale_max"][1]]), (_NO_GUARD, [variants["no_guard"][1]])])
         _nan_free(ell, "l", _NO_GUARD)
-        expect_close(ell, l_true, f"l, the normaliser Σ exp(x − m) of each row (block_size={block})")
+        ev.expect_close(ell, l_true, f"l, the normaliser Σ exp(x − m) of each row (block_size={block})")
         tests += 1
     return tests
 
@@ -162,9 +160,9 @@ _MERGE_STALE = "m is not max(m1, m2): the merged maximum is the larger of the tw
 
 @exercise("merging two partial softmax statistics", name="merge_softmax_stats", reference=ref.merge_softmax_stats)
 @single_threaded
-def merge_softmax_stats(fn):
-    """fn(m1, l1, m2, l2) -> (m, l) of the whole row, for every split point of some rows."""
-    g = rng(20)
+def merge_softmax_stats(ev: Evaluation, answer):
+    """answer(m1, l1, m2, l2) -> (m, l) of the whole row, for every split point of some rows."""
+    g = ev.rng(20)
     x = randn(g, 4, 9, scale=3.0)
     x[1, :5] = NEG_INF                               # a left part (up to split 5) with nothing in it
     x[2, torch.as_tensor(g.random(9) < 0.5)] = NEG_INF
@@ -174,19 +172,19 @@ def merge_softmax_stats(fn):
     for split in range(x.shape[-1] + 1):
         m1, l1 = _stats(x[:, :split]) if split else (torch.full((4,), NEG_INF), torch.zeros(4))
         m2, l2 = _stats(x[:, split:]) if split < x.shape[-1] else (torch.full((4,), NEG_INF), torch.zeros(4))
-        result = call(fn, m1, l1, m2, l2)
+        result = ev.call(answer, m1, l1, m2, l2)
         m, ell = expect_returns(result, (m_true, l_true), ("m", "l"))
         expect_shape(m, (4,), "m")
         expect_shape(ell, (4,), "l")
         v = {kind: _merge(m1, l1, m2, l2, kind) for kind in ("no_rescale", "flipped", "flipped_safe", "first_max",
                                                               "no_guard")}
         _name_mistake(m, m_true, [(_MERGE_STALE, [v["first_max"][0], m1, m2])])
-        expect_close(m, m_true, f"m (split after {split} of {x.shape[-1]} entries)")
+        ev.expect_close(m, m_true, f"m (split after {split} of {x.shape[-1]} entries)")
         _name_mistake(ell, l_true, [(_MERGE_NO_RESCALE, [v["no_rescale"][1]]),
                                   (_MERGE_FLIPPED, [v["flipped"][1], v["flipped_safe"][1]]),
                                   (_NO_GUARD, [v["no_guard"][1]])])
         _nan_free(ell, "l", _NO_GUARD)
-        expect_close(ell, l_true, f"l (split after {split} of {x.shape[-1]} entries)")
+        ev.expect_close(ell, l_true, f"l (split after {split} of {x.shape[-1]} entries)")
         tests += 1
     return tests
 
@@ -285,65 +283,65 @@ def _tiled_mistakes(q, k, v, bq, bk, causal, mask):
             for symptom, names in kinds.items()]
 
 
-def _padding_mask(seed, B, T):
+def _padding_mask(ev: Evaluation, seed, B, T):
     """(B, 1, 1, T): sequence b has its last positions padded; the last sequence is ALL padding."""
-    lengths = [int(n) for n in rng(seed).integers(2, T, size=B - 1)] + [0]
+    lengths = [int(n) for n in ev.rng(seed).integers(2, T, size=B - 1)] + [0]
     return (torch.arange(T)[None, :] < torch.tensor(lengths)[:, None])[:, None, None, :]
 
 
 @exercise("tiled attention (the FlashAttention forward)", name="tiled_attention", reference=ref.tiled_attention)
 @single_threaded
-def tiled_attention(fn):
-    """fn(q, k, v, block_q, block_k, causal=False, mask=None) -> (..., T_q, d_v), equal to the reference
+def tiled_attention(ev: Evaluation, answer):
+    """answer(q, k, v, block_q, block_k, causal=False, mask=None) -> (..., T_q, d_v), equal to the reference
     attention within 1e-5 for several block sizes, causal or not, with padding and fully masked rows."""
     tests = 0
     B, H, T, d = 2, 2, 11, 8
     for seed, (bq, bk) in enumerate(_BLOCKS):
-        g = rng(100 + seed)
+        g = ev.rng(100 + seed)
         q, k, v = randn(g, B, H, T, d), randn(g, B, H, T, d), randn(g, B, H, T, d)
         for causal in (False, True):
-            out = call(fn, q, k, v, bq, bk, causal=causal)
+            out = ev.call(answer, q, k, v, bq, bk, causal=causal)
             expect_shape(out, (B, H, T, d), "the output")
             expected = _expected(q, k, v, causal, None)
             _name_mistake(out, expected, _tiled_mistakes(q, k, v, bq, bk, causal, None))
             _nan_free(out, "the output", _EMPTY)
-            expect_close(out, expected, f"the output (block_q={bq}, block_k={bk}, causal={causal})")
+            ev.expect_close(out, expected, f"the output (block_q={bq}, block_k={bk}, causal={causal})")
             tests += 1
     # causality by perturbation: later keys and values must not move earlier outputs
-    g = rng(200)
+    g = ev.rng(200)
     q, k, v = randn(g, 1, 1, T, d), randn(g, 1, 1, T, d), randn(g, 1, 1, T, d)
     k2, v2 = k.clone(), v.clone()
     k2[..., 6:, :], v2[..., 6:, :] = randn(g, 1, 1, T - 6, d), randn(g, 1, 1, T - 6, d)
-    moved = to_numpy(call(fn, q, k, v, 4, 3, causal=True) - call(fn, q, k2, v2, 4, 3, causal=True))
+    moved = to_numpy(ev.call(answer, q, k, v, 4, 3, causal=True) - ev.call(answer, q, k2, v2, 4, 3, causal=True))
     expect(np.abs(moved[..., :6, :]).max() < 1e-5,
            "with causal=True the outputs at positions 0-5 changed when only keys and values 6-10 changed: " + _CAUSAL)
     tests += 1
     # masks: padding (a whole sequence padded: every row fully masked), then a mask with empty rows
-    g = rng(300)
+    g = ev.rng(300)
     q, k, v = randn(g, 3, 2, T, d), randn(g, 3, 2, T, d), randn(g, 3, 2, T, d)
-    pad = _padding_mask(301, 3, T)
-    rows = torch.as_tensor(rng(302).random((3, 1, T, T)) < 0.6)
+    pad = _padding_mask(ev, 301, 3, T)
+    rows = torch.as_tensor(ev.rng(302).random((3, 1, T, T)) < 0.6)
     rows[0, 0, 2] = False                               # query 2 of sequence 0 may attend to nothing
     rows[1, 0, 5:8] = False
     for (bq, bk), mask, causal in (((4, 3), pad, False), ((3, 4), rows, False), ((5, 5), pad, True),
                                    ((2, 7), rows, True)):
-        out = call(fn, q, k, v, bq, bk, causal=causal, mask=mask)
+        out = ev.call(answer, q, k, v, bq, bk, causal=causal, mask=mask)
         expect_shape(out, (3, 2, T, d), "the output")
         expected = _expected(q, k, v, causal, mask)
         _name_mistake(out, expected, _tiled_mistakes(q, k, v, bq, bk, causal, mask))
         _nan_free(out, "the output", _EMPTY)
-        expect_close(out, expected, f"the output with a mask of shape {tuple(mask.shape)} (block_q={bq}, "
-                                    f"block_k={bk}, causal={causal})",
-                     hint="Rows with no key allowed must be zeros.")
+        ev.expect_close(out, expected, f"the output with a mask of shape {tuple(mask.shape)} (block_q={bq}, "
+                                       f"block_k={bk}, causal={causal})",
+                        hint="Rows with no key allowed must be zeros.")
         tests += 1
     # cross-attention: T_q != T_k, d_v != d_k
-    g = rng(400)
+    g = ev.rng(400)
     q, k, v = randn(g, 2, 7, 4), randn(g, 2, 13, 4), randn(g, 2, 13, 6)
-    out = call(fn, q, k, v, 3, 5)
+    out = ev.call(answer, q, k, v, 3, 5)
     expect_shape(out, (2, 7, 6), "the output (T_q = 7 queries, T_k = 13 keys, d_v = 6)")
     expected = _expected(q, k, v, False, None)
     _name_mistake(out, expected, _tiled_mistakes(q, k, v, 3, 5, False, None))
-    expect_close(out, expected, "the output with 7 queries, 13 keys and values of width 6")
+    ev.expect_close(out, expected, "the output with 7 queries, 13 keys and values of width 6")
     return tests + 1
 
 
@@ -365,14 +363,14 @@ def _identity(x):
 
 @exercise("linear attention", name="linear_attention", reference=ref.linear_attention)
 @single_threaded
-def linear_attention(fn):
-    """fn(q, k, v) -> phi(q) (phi(k)^T v) / (phi(q) . sum_j phi(k_j)), phi(x) = elu(x) + 1: equal to the
+def linear_attention(ev: Evaluation, answer):
+    """answer(q, k, v) -> phi(q) (phi(k)^T v) / (phi(q) . sum_j phi(k_j)), phi(x) = elu(x) + 1: equal to the
     quadratic form with weights phi(q_t).phi(k_j) / sum_j' phi(q_t).phi(k_j')."""
     tests = 0
     for seed, (lead, T_q, T_k, d, d_v) in enumerate((((2,), 6, 6, 4, 4), ((2, 3), 5, 9, 4, 3), ((1,), 12, 12, 8, 5))):
-        g = rng(500 + seed)
+        g = ev.rng(500 + seed)
         q, k, v = randn(g, *lead, T_q, d), randn(g, *lead, T_k, d), randn(g, *lead, T_k, d_v)
-        out = call(fn, q, k, v)
+        out = ev.call(answer, q, k, v)
         expect_shape(out, (*lead, T_q, d_v), "the output")
         expected = _quadratic(q, k, v)
         no_denominator = _phi(q) @ (_phi(k).transpose(-2, -1) @ v)
@@ -392,6 +390,6 @@ def linear_attention(fn):
             ("this is softmax attention: linear attention replaces exp(q·k/√d) by the kernel φ(q)·φ(k), "
              "φ(x) = elu(x) + 1", [scaled_dot_product_attention(q, k, v)]),
         ])
-        expect_close(out, expected, f"the output (T_q={T_q}, T_k={T_k}, d={d}, d_v={d_v})")
+        ev.expect_close(out, expected, f"the output (T_q={T_q}, T_k={T_k}, d={d}, d_v={d_v})")
         tests += 1
     return tests

@@ -5,11 +5,11 @@ sign, a constant factor, a missing normalisation, a shift by one, a neighbouring
 the exp of the answer, scores where probabilities were asked, or the reverse), the right values in the
 wrong order (reversed, sorted), values off by one (counting from 1), a lower precision or integer dtype.
 
-`reference_symptom(a, e)` also uses the exercise's reference and the arguments of the learner's last
-call (`remember_call`): it runs the reference with two same-shaped arguments swapped (roles or indices
-exchanged inside a formula) and with one argument set to zeros or ones (a term of the formula forgotten).
+`reference_symptom(a, e, ..., reference, last_call)` also uses the exercise's reference and the arguments
+of the learner's last call (an `evaluation.Call`, which the evaluation passes in): it runs the reference with
+two same-shaped arguments swapped (roles or indices exchanged inside a formula) and with one argument set to
+zeros or ones (a term of the formula forgotten).
 """
-import contextlib
 import inspect
 
 import numpy as np
@@ -17,30 +17,9 @@ import numpy as np
 from ..tensors import to_numpy
 from .inputs import argument_names
 
-_LAST_CALL = {}           # the learner's last call inside the running check: fn, args, kwargs
-_REFERENCE = [None]       # the running exercise's reference
-
 
 def _close(a, b, atol, rtol):
     return a.shape == b.shape and np.allclose(a, b, atol=atol, rtol=rtol, equal_nan=False)
-
-
-@contextlib.contextmanager
-def exercise_reference(reference):
-    """Within the block, `reference_symptom` may run `reference` (a function; classes are not probed)."""
-    saved = _REFERENCE[0], dict(_LAST_CALL)          # checks may run inside checks (the tests do)
-    _REFERENCE[0] = reference
-    _LAST_CALL.clear()
-    try:
-        yield
-    finally:
-        _REFERENCE[0] = saved[0]
-        _LAST_CALL.clear()
-        _LAST_CALL.update(saved[1])
-
-
-def remember_call(fn, args, kwargs):
-    _LAST_CALL.update(fn=fn, args=args, kwargs=kwargs)
 
 
 def _shape_probes(a, e, what, atol, rtol):
@@ -176,12 +155,12 @@ def _arrays(args):
             and str(getattr(x, "dtype", "")).replace("torch.", "").startswith(("float", "int"))]
 
 
-def reference_symptom(a, e, what, atol, rtol):
-    """A mistake found by running the exercise's reference on changed inputs (or None)."""
-    reference, call = _REFERENCE[0], dict(_LAST_CALL)
-    if reference is None or inspect.isclass(reference) or not call:
+def reference_symptom(a, e, what, atol, rtol, reference, last_call):
+    """A mistake found by running the exercise's `reference` on the inputs of the learner's `last_call`
+    (an `evaluation.Call`), changed (or None)."""
+    if reference is None or inspect.isclass(reference) or last_call is None:
         return None
-    args, kwargs = list(call["args"]), call["kwargs"]
+    args, kwargs = list(last_call.args), last_call.kwargs
     names = argument_names(reference, len(args))
     idx = _arrays(args)
 

@@ -4,7 +4,8 @@ import torch
 import torch.nn.functional as F
 
 from ..snail import DenseBlock
-from .core import ExerciseError, call, randn, rng
+from .core import ExerciseError, randn
+from .evaluation import Evaluation
 
 
 def dense_block_reference(x, W_f, W_g, dilation):
@@ -85,12 +86,12 @@ def _future_mistakes(x, W_f, W_g, d):
     }
 
 
-def _expect_causal(fn, x, W_f, W_g, d, out, t):
+def _expect_causal(ev: Evaluation, answer, x, W_f, W_g, d, out, t):
     """Changing the inputs after step t leaves the outputs at steps 0..t unchanged; else name the leak."""
-    g = rng(1000 + d)
+    g = ev.rng(1000 + d)
     changed = x.clone()
     changed[:, t + 1:] = randn(g, x.shape[0], x.shape[1] - t - 1, x.shape[2])
-    after = call(fn, changed, W_f, W_g, d)
+    after = ev.call(answer, changed, W_f, W_g, d)
     if not hasattr(after, "shape") or tuple(after.shape) != tuple(out.shape):
         return
     diff = (after[:, :t + 1] - out[:, :t + 1]).detach().abs().amax(dim=(0, 2))     # (t + 1,)

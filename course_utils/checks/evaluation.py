@@ -1,0 +1,96 @@
+"""One evaluation: a check run on one answer, with everything it knows held in one object.
+
+    ev = Evaluation(reference=ref.softmax, seed_offset=0)
+    x = ev.rng(0).normal(size=(4, 6))                 # the check's inputs, from its seeds (+ the grader's offset)
+    out = ev.call(answer, x)                              # the learner's function, on copies of the inputs
+    ev.expect_close(out, ref.softmax(x), "softmax(x)", mistakes={...})
+    ev.modified                                       # the inputs the function changed in place: ["x"]
+
+A check receives its `Evaluation` as its first argument and passes it along to whatever needs the seeds,
+the learner's calls or the reference; nothing is kept anywhere else, so two evaluations (a check run inside
+another, or the grader judging several answers) never see each other's inputs, calls or seeds.
+"""
+import os
+import traceback
+from typing import NamedTuple
+
+import numpy as np
+
+from .errors import ExerciseError
+from .expectations import expect_close
+from .inputs import changed, given
+from .probes import reference_symptom
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class LearnerNotImplemented(Exception):
+    """The learner's function still raises NotImplementedError: the exercise is not started."""
+
+
+class Call(NamedTuple):
+    answer: object        # the learner's function (or class, or method)
+    args: tuple       # the check's arguments, never touched by the learner's code
+    kwargs: dict
+
+
+class Evaluation:
+    """The state of one check of one answer: its reference, its seed offset, the calls it made."""
+
+    def __init__(self, reference=None, seed_offset=0):
+        self.reference = reference          # a correct answer (for the probes that run it on changed inputs)
+        self.seed_offset = int(seed_offset)  # 0 in a notebook; the grader draws one the notebook cannot know
+        self.calls = []                     # every Call of the learner's code, in order
+        self.modified = []                  # names of the arguments the learner's code changed in place
+
+    def rng(self, seed=0):
+        """A NumPy generator for the check's inputs, seeded by `seed` moved by the evaluation's offset."""
+        return np.random.default_rng(seed + self.seed_offset)
+
+    def call(self, answer, *args, **kwargs):
+        """Call the learner's `answer` on copies of the arguments; turn its exceptions into messages a learner can
+        act on, and note every argument it changed in place (the check then says so)."""
+        args_given, kwargs_given = given(args, kwargs)
+        self.calls.append(Call(answer, args, kwargs))
+        try:
+            return answer(*args_given, **kwargs_given)
+        except NotImplementedError:
+            raise LearnerNotImplemented() from None
+        except ExerciseError:
+            raise
+        except SystemExit as error:
+            raise ExerciseError(f"your function called exit() (SystemExit: {error.code}): return the result "
+                                "instead of stopping Python.") from None
+        except Exception as error:  # the learner's code crashed: show where, in their code
+            where = _learner_frames(error.__traceback__) or getattr(error, "learner_where", "")  # (the grader's)
+            shapes = ", ".join(describe(a) for a in args)
+            raise ExerciseError(
+                f"your function raised {type(error).__name__}: {error}\n"
+                f"  called with: {shapes}\n" + (f"  in your code:\n{where}" if where else "")) from None
+        finally:
+            self.modified.extend(changed(answer, (args, kwargs), (args_given, kwargs_given)))
+
+    def expect_close(self, actual, expected, what, mistakes=None, atol=1e-5, rtol=1e-4, hint=""):
+        """`expectations.expect_close`, which may also run this evaluation's reference on the inputs of the
+        learner's last call, changed (two arguments swapped, one set to zeros or ones), to name a mistake."""
+        return expect_close(actual, expected, what, mistakes=mistakes, atol=atol, rtol=rtol, hint=hint,
+                            probe=self.probe_reference)
+
+    def probe_reference(self, actual, expected, what, atol, rtol):
+        """The mistake found by running the reference on the last call's inputs, changed (or None)."""
+        last = self.calls[-1] if self.calls else None
+        return reference_symptom(actual, expected, what, atol, rtol, self.reference, last)
+
+
+def _learner_frames(tb):
+    """The traceback lines that belong to the learner's code, not to this package."""
+    frames = [f for f in traceback.extract_tb(tb) if not os.path.abspath(f.filename).startswith(_PACKAGE_DIR)]
+    return "".join(traceback.format_list(frames[-3:]))
+
+
+def describe(x):
+    """A short description of an argument: shape and dtype for arrays, repr for the rest."""
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return f"{type(x).__name__} of shape {tuple(x.shape)} ({x.dtype})"
+    text = repr(x)
+    return text if len(text) < 40 else text[:37] + "..."
