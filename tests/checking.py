@@ -33,12 +33,17 @@ def prints_not_implemented():
         f"expected the one notice, got {text!r}"
 
 
+BARE = re.compile(r"wrong values \(largest difference|your answer could not be checked|your function raised")
+
+
 def named(check, answer, words):
-    """`check` rejects `answer` with a message matching `words` (a regular expression), and stops the
-    notebook with an ExerciseError when run as a learner runs it."""
+    """`check` rejects `answer` with a message matching `words` (a regular expression) that names the mistake
+    (not a bare "wrong values", nor the learner's own exception), and stops the notebook with an
+    ExerciseError when run as a learner runs it. Under the `any_seed_offset` fixture, with every offset."""
     outcome = check.evaluate(answer)
     assert outcome.status == "wrong", outcome.message
     assert re.search(words, outcome.message), outcome.message
+    assert not BARE.search(outcome.message) or BARE.search(words), f"a bare message: {outcome.message}"
     with pytest.raises(ExerciseError):
         check(answer)
 

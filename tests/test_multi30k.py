@@ -172,7 +172,7 @@ def test_course_data_dir_is_only_read(small_files, tmp_path, monkeypatch, offlin
     assert multi30k.data_dir() == own / "multi30k"
     assert len(load_multi30k("test_2016_flickr")) == 2                # read without the network
     (own / "multi30k" / "val.en.gz").unlink()
-    with pytest.raises(Multi30kError, match="val.en.gz is missing \\(COURSE_DATA_DIR\\).*unset COURSE_DATA_DIR"):
+    with pytest.raises(Multi30kError, match=r"\(COURSE_DATA_DIR\) is missing 1 of the six .*\(val.en.gz\).*unset"):
         load_multi30k("val")
     data = (small_files / "val.de.gz").read_bytes()
     (own / "multi30k" / "val.de.gz").write_bytes(data[:-10])
@@ -223,10 +223,11 @@ def test_unavailable_offline_says_why_and_how_quickly(no_data_dir, tmp_path, mon
     reason = multi30k.why_unavailable()
     assert timeouts == [multi30k.QUICK_TIMEOUT], "one quick attempt, not one per file"
     assert "could not download train.de.gz" in reason and "Name or service not known" in reason
-    assert "internet" in reason and "COURSE_DATA_DIR" in reason and 'README, "Data"' in reason
+    assert "internet" in reason and "COURSE_DATA_DIR" in reason and "docs/data.md" in reason and "six" in reason
     assert list(tmp_path.iterdir()) == [], "the attempt leaves no empty cache folder"
     monkeypatch.setenv("COURSE_DATA_DIR", str(tmp_path / "nowhere"))
-    assert "is missing (COURSE_DATA_DIR)" in multi30k.why_unavailable() and timeouts == [multi30k.QUICK_TIMEOUT]
+    assert "(COURSE_DATA_DIR) is missing 6 of the six Multi30k files (train.de.gz, train.en.gz, val.de.gz" in \
+        multi30k.why_unavailable() and timeouts == [multi30k.QUICK_TIMEOUT]
 
 
 # ---- the rule: run when the data is there; else skip with one reason, or fail when CI is set ------------

@@ -109,6 +109,7 @@ class Exercise:
         """Like calling the check, but an unfinished answer fails too (an autograder's test cell)."""
         outcome = self.evaluate(answer)
         if not outcome.passed:
+            _install_ipython_handler()
             raise ExerciseError(outcome.message)
         print(wrap(outcome.message))
 

@@ -52,6 +52,15 @@ class Multi30kError(RuntimeError):
     """A Multi30k file is missing, cannot be downloaded, or has the wrong content."""
 
 
+HOW_TO = "see docs/data.md in the course's repository"
+
+
+def _missing_in(folder):
+    """'train.de.gz, ...': the files of the six that `folder` does not hold, named in one phrase."""
+    missing = [name for name in SHA256 if not (Path(folder) / name).exists()]
+    return f"{len(missing)} of the six Multi30k files ({', '.join(missing)})"
+
+
 def own_copy():
     """The folder COURSE_DATA_DIR points to (read only), or None when the cache is used."""
     value = os.environ.get("COURSE_DATA_DIR")
@@ -120,8 +129,10 @@ def download(name, folder, url=None, timeout=TIMEOUT):
                 fetch(url, out, timeout=timeout)
             except Exception as error:
                 raise Multi30kError(f"could not download {name} from {url} ({type(error).__name__}: {error}). "
-                                    f"Check your internet connection, or copy the file into {folder}, or set "
-                                    "COURSE_DATA_DIR to a folder whose multi30k/ holds the six files.") from None
+                                    "Check your internet connection, or provide the six files without it (train, "
+                                    "val and test_2016_flickr, each .de.gz and .en.gz): copy them into "
+                                    f"{folder}, or set COURSE_DATA_DIR to a folder whose multi30k/ holds them; "
+                                    f"{HOW_TO}.") from None
             got = out.digest.hexdigest()
             if got != SHA256[name]:
                 raise Multi30kError(f"the download of {name} from {url} has SHA-256 {got[:12]}..., expected "
@@ -159,16 +170,18 @@ def ensure_file(split, lang, folder=None, allow_download=True, timeout=TIMEOUT):
     if folder is None and own_copy() is not None:
         folder, allow_download = own_copy(), False
         fix = (f"Put a good copy of {name} there (from {URL.format(name=name)}), or unset COURSE_DATA_DIR "
-               "to download the files into the cache.")
+               f"to download the files into the cache; {HOW_TO}.")
     else:
         folder = Path(folder) if folder is not None else data_dir()
         fix = (f"Run with downloads allowed (needs internet), or copy {name} from {URL.format(name=name)} "
-               f"into {folder}.")
+               f"into {folder}; {HOW_TO}.")
     path = folder / name
     if not path.exists():
         if not allow_download:
             where = " (COURSE_DATA_DIR)" if folder == own_copy() else ""
-            raise Multi30kError(f"{path} is missing{where}. {fix}")
+            raise Multi30kError(f"{folder}{where} is missing {_missing_in(folder)}: copy them there, or "
+                                + ("unset COURSE_DATA_DIR to download them into the cache" if where else
+                                   "run with downloads allowed (needs internet)") + f"; {HOW_TO}.")
         return download(name, folder, timeout=timeout)
     problem = _is_intact(path, name)
     if problem is None:
@@ -190,7 +203,7 @@ def why_unavailable(timeout=QUICK_TIMEOUT):
             for lang in LANGS:
                 ensure_file(split, lang, timeout=timeout)
     except Multi30kError as error:
-        return f"{error} (README, \"Data\")"
+        return str(error)
     return None
 
 
