@@ -4,14 +4,18 @@ A mask is a boolean tensor, True where attention (or a choice) is allowed, False
 blocked: the convention of torch.nn.functional.scaled_dot_product_attention. It must broadcast to
 the scores it masks without changing their shape.
 
-    causal_mask(T)                    (T, T), True on and below the diagonal
-    padding_mask(tokens, pad_id)      (B, 1, 1, T), True at real tokens
-    masked_softmax(scores, mask)      softmax over the allowed positions; a fully masked row -> zeros
-    masked_log_softmax(scores, mask)  its log (masked positions -> -inf), computed stably
+    causal_mask(T)                         (T, T), True on and below the diagonal
+    padding_mask(tokens, pad_id)           (B, 1, 1, T), True at real tokens
+    sliding_window_mask(T, left, right=0)  (T, T), True where t-left <= j <= t+right (a band)
+    masked_softmax(scores, mask)           softmax over the allowed positions; a fully masked row -> zeros
+    masked_log_softmax(scores, mask)       its log (masked positions -> -inf), computed stably
 """
+import numbers
+
 import torch
 
-__all__ = ["check_mask", "causal_mask", "padding_mask", "masked_softmax", "masked_log_softmax"]
+__all__ = ["check_mask", "causal_mask", "padding_mask", "sliding_window_mask", "masked_softmax",
+           "masked_log_softmax"]
 
 
 def check_mask(mask, scores_shape, allowed="may attend"):
@@ -50,6 +54,21 @@ def padding_mask(tokens, pad_id):
         raise ValueError(f"tokens must be a (B, T) tensor of token ids, got "
                          f"{tuple(tokens.shape) if torch.is_tensor(tokens) else type(tokens).__name__}")
     return (tokens != pad_id)[:, None, None, :]
+
+
+def sliding_window_mask(T, left, right=0, device=None):
+    """(T, T) bool mask, a band: query t may attend to keys t-left .. t+right, both ends included.
+
+    right=0 is a causal window of left+1 keys (the causal mask when left >= T-1); left=right=w is the
+    window |t - j| <= w of 2w+1 keys. Ends beyond the sequence are simply cut off.
+    """
+    for name, value in (("T", T), ("left", left), ("right", right)):
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"sliding_window_mask(T, left, right): {name} must be an int >= 0 (query t sees "
+                             f"keys t-left .. t+right), got {value!r}")
+    t = torch.arange(T, device=device)[:, None]                     # (T, 1): queries, down the rows
+    j = torch.arange(T, device=device)[None, :]                     # (1, T): keys, across the columns
+    return (j >= t - left) & (j <= t + right)
 
 
 def masked_softmax(scores, mask=None, dim=-1, allowed="may attend"):

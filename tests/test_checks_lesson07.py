@@ -7,7 +7,7 @@ import torch
 from course_utils import attention as ref
 from course_utils import masks
 from course_utils.checks import ExerciseError, lesson07
-from tests.checking import not_implemented, prints_not_implemented
+from tests.checking import named, not_implemented, prints_not_implemented
 
 pytestmark = pytest.mark.usefixtures("any_seed_offset")   # every test under every seed offset
 
@@ -20,6 +20,7 @@ def reference_attention(q, k, v, mask=None):
     (lesson07.scaled_dot_product_attention, reference_attention),
     (lesson07.causal_mask, masks.causal_mask),
     (lesson07.padding_mask, masks.padding_mask),
+    (lesson07.sliding_window_mask, masks.sliding_window_mask),
 ])
 def test_reference_passes_and_stub_is_not_implemented(check, reference, capsys):
     assert check(reference) is None
@@ -135,3 +136,48 @@ def test_the_causal_mask_exercise_does_not_give_its_answer():
     for answer in ("triu", "tril"):
         assert answer not in before, f"the learner's notebook names `{answer}` before the causal-mask exercise"
         assert answer not in inspect.getsource(diagrams.lesson07.masks), f"the masks diagram shows `{answer}`"
+
+
+def window(keep, transpose=False, dtype=torch.bool):
+    """A planted sliding_window_mask: keep(t, j, left, right) -> bool (T, T), rows = queries t, columns = keys j."""
+    def sliding_window_mask(T, left, right=0):
+        t, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+        mask = keep(t, j, left, right)
+        return (mask.T if transpose else mask).to(dtype)
+    return sliding_window_mask
+
+
+@pytest.mark.parametrize("mistake, symptom", [
+    (window(lambda t, j, left, right: (j >= t - right) & (j <= t + left)), "mirrored"),
+    (window(lambda t, j, left, right: (j >= t - left) & (j <= t + right), transpose=True), "mirrored"),
+    (window(lambda t, j, left, right: (t - j).abs() <= left), r"symmetric, \|t - j\| <= left"),
+    (window(lambda t, j, left, right: (j >= t - left) & (j <= t)), "keys after query t are missing"),
+    (window(lambda t, j, left, right: (j > t - left) & (j < t + right)), "both ends of the window are missing"),
+    (window(lambda t, j, left, right: (j > t - left) & (j <= t + right)), "first key of the window is missing"),
+    (window(lambda t, j, left, right: (j >= t - left) & (j < t + right)), "last key of the window is missing"),
+    (window(lambda t, j, left, right: (j >= t - left - 1) & (j <= t + right + 1)), "one key too wide"),
+    (window(lambda t, j, left, right: (j < t - left) | (j > t + right)), "inverted"),
+    (window(lambda t, j, left, right: (t >= 0) & (j >= 0)), "hides nothing"),
+    (window(lambda t, j, left, right: (j >= t - left) & (j <= t + right) & (j != t)), "diagonal is masked"),
+    (window(lambda t, j, left, right: (j >= t - left) & (j <= t + right), dtype=torch.int64), "boolean"),
+    (lambda T, left, right=0: torch.tril(torch.ones(T, T, dtype=torch.bool), right)     # triu's diagonal: +left
+     & torch.triu(torch.ones(T, T, dtype=torch.bool), left), "hides every key.*mind the signs"),
+])
+def test_sliding_window_mask_mistakes(mistake, symptom):
+    named(lesson07.sliding_window_mask, mistake, symptom)
+
+
+def test_the_window_exercise_does_not_give_its_answer():
+    """The sliding-window exercise says what the mask must be; the learner's notebook, up to its check,
+    writes no comparison of positions (`j >= t - left`, `(t - j).abs()`), nor the band with torch.tril /
+    torch.triu (its docstring states the rule, t - left <= j <= t + right)."""
+    import json
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "07_self_attention.ipynb")
+                    .read_text(encoding="utf-8"))
+    code = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    end = next(i for i, s in enumerate(code) if "check.sliding_window_mask(" in s)
+    before = "\n".join(code[:end + 1])
+    for answer in (".abs()", ">= t - left", "> t - left", "triu(", "tril("):
+        assert answer not in before, f"the learner's notebook writes `{answer}` before the window exercise's check"

@@ -237,3 +237,68 @@ def padding_mask(ev: Evaluation, answer):
            "with your mask, the outputs of the real tokens changed when the padding changed: padding must "
            "be hidden as keys.")
     return tests + 1
+
+
+def _band(T, low, high, strict_low=False, strict_high=False):
+    """(T, T) float, 1 where key j lies in t+low .. t+high for query t (row t); strict_*: that end left out."""
+    t, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    above = j > t + low if strict_low else j >= t + low
+    below = j < t + high if strict_high else j <= t + high
+    return (above & below).float()
+
+
+@exercise("sliding-window mask", reference=masks.sliding_window_mask)
+@single_threaded
+def sliding_window_mask(ev: Evaluation, answer):
+    """answer(T, left, right=0) -> (T, T) bool, True where query t may attend to key j: t-left <= j <= t+right."""
+    tests = 0
+    # first left != right, both >= 2 (every mistake below gives a different band), then a window seeing more
+    # of the future than of the past, a causal window, a symmetric one, one wider than T, and T = 1
+    for T, left, right in ((8, 3, 2), (6, 1, 3), (7, 2, 0), (5, 1, 1), (4, 6, 5), (1, 0, 0)):
+        what = f"sliding_window_mask({T}, left={left}, right={right})"
+        mask = ev.call(answer, T, left, right)
+        expect_shape(mask, (T, T), what)
+        expect(str(getattr(mask, "dtype", "")).endswith("bool"),
+               f"{what} has dtype {getattr(mask, 'dtype', type(mask))}; it should be boolean (True = may attend): "
+               "build it from comparisons, which give bool tensors, or use dtype=torch.bool.")
+        expected = masks.sliding_window_mask(T, left, right).float()
+        ev.expect_close(to_numpy(mask).astype(float), expected, what, mistakes={
+            "the mask hides every key, so no query sees anything: the window runs from key t-left, BEFORE "
+            "query t, to key t+right, after it (mind the signs)": torch.zeros(T, T),
+            "the window is mirrored (left and right swapped, or the mask transposed): row t is query t, "
+            "`left` counts the keys BEFORE it (t-left .. t-1) and `right` the keys after it": _band(T, -right, left),
+            "the window is symmetric, |t - j| <= left: after query t it must stop at t+right (right=0: "
+            "no key after t, a causal window)": _band(T, -left, left),
+            "the keys after query t are missing: `right` counts the keys after t that it may see, "
+            "up to t+right": _band(T, -left, 0),
+            "both ends of the window are missing: keys t-left and t+right are visible too (<=, not <)":
+                _band(T, -left, right, strict_low=True, strict_high=True),
+            "the first key of the window is missing: key t-left is visible too (t-left <= j, not <)":
+                _band(T, -left, right, strict_low=True),
+            "the last key of the window is missing: key t+right is visible too (j <= t+right, not <)":
+                _band(T, -left, right, strict_high=True),
+            "the window is one key too wide on each side: query t sees keys t-left .. t+right, "
+            "left + right + 1 keys in all": _band(T, -left - 1, right + 1),
+            "the mask is inverted: True = may attend, so it is True INSIDE the window and False outside":
+                1 - expected,
+            "the mask is all True, so it hides nothing: query t must not see keys before t-left or after "
+            "t+right": torch.ones(T, T),
+            "the diagonal is masked: query t may always attend to itself, key t": expected * (1 - torch.eye(T)),
+        })
+        tests += 1
+    # in use: a key outside a query's window does not move its output, a key inside does
+    T, left, right = 8, 2, 1
+    mask = torch.as_tensor(to_numpy(ev.call(answer, T, left, right))).bool()
+    x = randn(ev.rng(5), 1, T, 4)
+    out = ref.scaled_dot_product_attention(x, x, x, mask)
+    for key in (0, T - 1):
+        y = x.clone()
+        y[:, key] += 3.0
+        moved = (ref.scaled_dot_product_attention(y, y, y, mask) - out).abs().amax(-1)[0] > 1e-5   # (T,)
+        for t in range(T):
+            inside = t - left <= key <= t + right
+            expect(bool(moved[t]) == inside or t == key,
+                   f"with your sliding_window_mask({T}, left={left}, right={right}), the output at position {t} "
+                   f"{'did not change' if inside else 'changed'} when key {key} changed: query {t} must see "
+                   f"keys {max(t - left, 0)} .. {min(t + right, T - 1)} and no others.")
+    return tests + 1
