@@ -5,8 +5,8 @@
     python benchmarks/attention_memory.py --lengths 1024 4096 --block 128 --repeats 5
 
 One head of one sequence, q, k, v of shape (1, 1, T, --d-head) in float32, on one thread:
-- plain: scores, softmax, weights @ v, every T x T matrix stored (course_utils.efficient_attention.plain_attention);
-- tiled: the lesson's tiled_attention in Python, tiles of --block x --block;
+- plain: scores, softmax, weights @ v, every T x T matrix stored (course_utils.attention_cost.plain_attention);
+- tiled: the lesson's tiled_attention in Python (course_utils.efficient_attention), tiles of --block x --block;
 - fused: torch.nn.functional.scaled_dot_product_attention (the backend it picks is printed).
 Peak memory: each measurement in a fresh process, the rise of its peak resident memory (ru_maxrss) from
 before q, k, v were built to after the call: inputs, output and everything the call materialises, and
@@ -27,8 +27,15 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import interleaved, load, machine, median  # noqa: E402
 
-from course_utils.attention_cost import METHODS, fitted_slope, peak_memory_bytes, random_qkv, run_attention  # noqa: E402
-from course_utils.efficient_attention import attention_memory_bytes, sdpa_backend  # noqa: E402
+from course_utils.attention_cost import (  # noqa: E402
+    METHODS,
+    attention_memory_bytes,
+    fitted_slope,
+    peak_memory_bytes,
+    random_qkv,
+    run_attention,
+    sdpa_backend,
+)
 
 
 def slope(xs, ys):

@@ -1,5 +1,8 @@
 """Time and peak memory of one attention call (lesson 13, benchmarks/attention_memory.py).
 
+    plain_attention(q, k, v, mask=None)              scores, softmax, weights @ v: every T x T matrix stored
+    attention_memory_bytes(T, d_head, "plain")       what plain and tiled attention hold in memory, counted
+    sdpa_backend(q, k, v, mask, ...)                 the kernel torch's fused scaled_dot_product_attention picks
     run_attention("tiled", q, k, v, block=256)       plain | tiled | fused, optionally causal or windowed
     peak_memory_bytes("plain", T=4096, d_head=64)    measured in a FRESH process (see below)
     median_seconds(fn, repeats)                      the median CPU time of fn() (one thread: steady under load)
@@ -24,11 +27,11 @@ import time
 import torch
 import torch.nn.functional as F
 
-from .efficient_attention import plain_attention, sliding_window_mask, tiled_attention
-from .masks import causal_mask
+from .efficient_attention import _check_qkv, sliding_window_attention, tiled_attention
+from .masks import causal_mask, masked_softmax, sliding_window_mask
 
-__all__ = ["METHODS", "run_attention", "peak_memory_bytes", "median_seconds", "random_qkv", "fitted_slope",
-           "machine_line"]
+__all__ = ["METHODS", "plain_attention", "attention_memory_bytes", "sdpa_backend", "run_attention",
+           "peak_memory_bytes", "median_seconds", "random_qkv", "fitted_slope", "machine_line"]
 
 METHODS = ("plain", "tiled", "fused")
 
@@ -39,6 +42,48 @@ def random_qkv(T, d_head=64, batch_heads=1, seed=0, dtype=torch.float32):
     return tuple(torch.randn(1, batch_heads, T, d_head, generator=generator, dtype=dtype) for _ in range(3))
 
 
+def plain_attention(q, k, v, mask=None):
+    """The formula step by step, every (T_q x T_k) matrix stored: scores, weights, then weights @ v.
+    (The same values as `course_utils.attention.scaled_dot_product_attention(..., need_weights=True)`.)"""
+    _check_qkv(q, k, v)
+    scores = (q / math.sqrt(q.shape[-1])) @ k.transpose(-2, -1)             # (..., T_q, T_k)
+    return masked_softmax(scores, mask) @ v                                  # (..., T_q, d_v)
+
+
+def attention_memory_bytes(T_q, d_k, method="plain", block_q=64, block_k=None, T_k=None, d_v=None,
+                           element_size=4, batch_heads=1):
+    """The bytes one attention call holds at its peak, counted tensor by tensor (q, k, v included):
+
+    plain: q, k, v, output, plus the scores AND the weights (both T_q x T_k, alive together);
+    tiled: q, k, v, output, plus one tile of scores and of probabilities (block_q x block_k), the
+           accumulator (block_q x d_v) and m, l (block_q each), whatever T is.
+    """
+    T_k = T_q if T_k is None else T_k
+    d_v = d_k if d_v is None else d_v
+    io = T_q * d_k + T_k * (d_k + d_v) + T_q * d_v
+    if method == "plain":
+        extra = 2 * T_q * T_k
+    elif method == "tiled":
+        block_k = block_q if block_k is None else block_k
+        bq, bk = min(block_q, T_q), min(block_k, T_k)
+        extra = 2 * bq * bk + bq * d_v + 2 * bq + bq * d_k
+    else:
+        raise ValueError(f"method must be 'plain' or 'tiled', got {method!r}")
+    return batch_heads * (io + extra) * element_size
+
+
+def sdpa_backend(q, k, v, mask=None, dropout_p=0.0, is_causal=False):
+    """The name of the kernel `torch.nn.functional.scaled_dot_product_attention` picks for these inputs
+    on their device: "FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION" or "MATH" (the formula
+    step by step). Asks torch's own dispatcher (`torch._fused_sdp_choice`, the function the call uses)."""
+    try:
+        from torch.nn.attention import SDPBackend
+
+        return SDPBackend(torch._fused_sdp_choice(q, k, v, mask, dropout_p, is_causal)).name
+    except (AttributeError, ImportError, RuntimeError, ValueError) as error:   # an older or newer torch
+        return f"unknown ({type(error).__name__}: this torch does not expose its choice)"
+
+
 def run_attention(method, q, k, v, block=256, causal=False, window=None):
     """One attention call: "plain" (scores, softmax, weights @ v, all stored), "tiled" (the lesson's
     tiled_attention, tiles of block x block) or "fused" (torch.nn.functional.scaled_dot_product_attention).
@@ -47,7 +92,9 @@ def run_attention(method, q, k, v, block=256, causal=False, window=None):
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if method == "tiled":
-        return tiled_attention(q, k, v, block, causal=causal, window=window)
+        if window is not None:
+            return sliding_window_attention(q, k, v, window, block, causal=causal)
+        return tiled_attention(q, k, v, block, causal=causal)[0]
     T = q.shape[-2]
     mask = None
     if window is not None:

@@ -1,36 +1,36 @@
-"""Attention at scale (lesson 13): the online softmax, tiled (FlashAttention-style) attention, sliding
-windows and linear attention, each equal to the formula it replaces.
+"""Attention at scale (lesson 13): the online softmax, tiled attention (FlashAttention-2's forward and
+backward passes, in Python), sliding windows and linear attention, each equal to the formula it replaces.
 
-    m, l = online_softmax(x, block_size)            one pass over x (..., n): running max m, normaliser l
+    column_blocks(x, block_size)                    the columns of x (..., n) handed out one block at a time, once
+    m, l = online_softmax(blocks)                   ONE pass over the blocks: running max m, normaliser l
     m, l = merge_softmax_stats(m1, l1, m2, l2)      the statistics of two parts -> those of the whole
     softmax_from_stats(x, m, l)                     exp(x - m) / l (a row with l = 0 -> zeros)
-    tiled_attention(q, k, v, block_q, block_k, causal=False, mask=None, window=None, return_lse=False)
-    tiled_attention_backward(q, k, v, out, lse, grad_out, block_q, block_k, causal=False)
+    out, lse = tiled_attention(q, k, v, block_q, block_k, causal=False, mask=None)
+    dq, dk, dv = tiled_attention_backward(q, k, v, out, lse, grad_out, block_q, block_k, causal=False)
+    sliding_window_attention(q, k, v, window, block_q, ...)   tiled, the tiles outside the window never computed
     block_pattern(T_q, T_k, block_q, block_k, causal, window)   which tiles are computed (SKIP/PARTIAL/FULL)
     sliding_window_mask(T, left, right=0)           (T, T) bool: key j visible from query t iff t-left <= j <= t+right
-    linear_attention(q, k, v, causal=False)         phi(q) (phi(k)^T v), normalised; phi(x) = elu(x) + 1
+    linear_attention(q, k, v)                       phi(q) (phi(k)^T v), normalised; phi(x) = elu(x) + 1
+    causal_linear_attention(q, k, v)                the same with prefix sums (key j <= query t)
     kernel_attention(q, k, v, causal=False)         the same kernel in quadratic form (T x T weights)
-    plain_attention(q, k, v, mask=None)             scores, softmax, weights @ v: every T x T matrix stored
-    attention_memory_bytes(...)                     what plain and tiled attention hold in memory, counted
-    sdpa_backend(q, k, v, mask, ...)                the kernel torch's fused scaled_dot_product_attention picks
 
 Shapes are batch-first with any leading axes: q (..., T_q, d_k), k (..., T_k, d_k), v (..., T_k, d_v).
 Masks follow the course's rule (`course_utils.masks`): bool, True = may attend, broadcastable to the
-scores (..., T_q, T_k); a query with no key left gets a zero output, never NaN. `causal` and `window`
-align query i with key i (top-left, as `causal_mask` and torch's `is_causal` do).
+scores (..., T_q, T_k); a query with no key left gets a zero output (and lse = -inf), never NaN.
+`causal` and `window` align query i with key i (top-left, as `causal_mask` and torch's `is_causal` do).
+The costs (plain attention, memory counted and measured, the fused kernel's choice): `attention_cost`.
 """
 import math
 
 import torch
 import torch.nn.functional as F
 
-from .attention import scaled_dot_product_attention
-from .masks import check_mask, masked_softmax
+from .masks import check_mask, sliding_window_mask
 
-__all__ = ["online_softmax", "merge_softmax_stats", "softmax_from_stats", "tiled_attention",
-           "tiled_attention_backward", "block_pattern", "SKIP", "PARTIAL", "FULL", "sliding_window_mask",
-           "linear_attention", "kernel_attention", "elu_feature_map", "plain_attention",
-           "attention_memory_bytes", "sdpa_backend"]
+__all__ = ["column_blocks", "BlocksReadTwice", "online_softmax", "merge_softmax_stats", "softmax_from_stats",
+           "tiled_attention", "tiled_attention_backward", "sliding_window_attention", "block_pattern", "SKIP",
+           "PARTIAL", "FULL", "sliding_window_mask", "linear_attention", "causal_linear_attention",
+           "kernel_attention", "elu_feature_map"]
 
 SKIP, PARTIAL, FULL = 0, 1, 2   # a tile never computed / computed with an element-wise mask / all visible
 
@@ -77,23 +77,69 @@ def _safe(m):
 
 
 # ---------------------------------------------------------------------------------------------
-# The online softmax
+# The online softmax: the row's blocks arrive one at a time
 # ---------------------------------------------------------------------------------------------
-def online_softmax(x, block_size=1):
-    """The softmax statistics of every row of x (..., n) in ONE pass over its blocks of columns.
+class BlocksReadTwice(RuntimeError):
+    """A second pass over a `column_blocks` stream: its blocks are handed out once."""
+
+
+class column_blocks:  # noqa: N801 - used like a function: for block in column_blocks(x, 3)
+    """The columns of x (..., n) in blocks of `block_size` (the last may be shorter), handed out ONE AT A
+    TIME AND ONCE, as a kernel streams a row of scores through its small fast memory: when the next block
+    is asked for, the previous one is gone (overwritten with NaN, as a reused buffer would be), and a
+    second pass over the row raises BlocksReadTwice. Keep what you need from a block (m and l), not the block.
+    """
+
+    def __init__(self, x, block_size):
+        _check_block(block_size, "block_size")
+        if not torch.is_tensor(x) or x.dim() < 1 or x.shape[-1] == 0:
+            raise ValueError(f"x must be a tensor (..., n) with n >= 1 columns, got "
+                             f"{tuple(x.shape) if torch.is_tensor(x) else type(x).__name__}")
+        self.x, self.block_size, self.passes = x.detach().clone(), block_size, 0
+
+    def __len__(self):
+        return -(-self.x.shape[-1] // self.block_size)
+
+    def __repr__(self):
+        return (f"<column_blocks: {len(self)} blocks of up to {self.block_size} columns, rows "
+                f"{tuple(self.x.shape[:-1])}; read {self.passes} time(s)>")
+
+    def __iter__(self):
+        if self.passes:
+            raise BlocksReadTwice("the blocks of a row can be read only once, in ONE pass: update m and l from each "
+                                  "block as it arrives (a second loop over the blocks is a second pass)")
+        self.passes += 1
+        return self._hand_out()
+
+    def _hand_out(self):
+        block = None
+        for j0 in range(0, self.x.shape[-1], self.block_size):
+            if block is not None:
+                block.fill_(float("nan"))                   # the previous block is gone
+            block = self.x[..., j0:j0 + self.block_size].clone()
+            yield block
+        if block is not None:
+            block.fill_(float("nan"))
+
+
+def online_softmax(blocks):
+    """The softmax statistics of every row, in ONE pass over its blocks of columns (an iterable of
+    (..., b) tensors, e.g. `column_blocks(x, b)`).
 
     m = max_j x_j and l = sum_j exp(x_j - m), updated block by block: when a block raises the maximum
     from m_old to m_new, the old normaliser is rescaled by exp(m_old - m_new). Returns (m, l), each (...,).
     A row of -inf only gives m = -inf, l = 0.
     """
-    _check_block(block_size, "block_size")
-    m = torch.full(x.shape[:-1], float("-inf"), dtype=x.dtype, device=x.device)   # (...,)
-    ell = torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)                 # (...,)
-    for j0 in range(0, x.shape[-1], block_size):
-        block = x[..., j0:j0 + block_size]                                        # (..., b)
+    m = ell = None
+    for block in blocks:                                                          # (..., b)
+        if m is None:
+            m = torch.full(block.shape[:-1], float("-inf"), dtype=block.dtype, device=block.device)   # (...,)
+            ell = torch.zeros(block.shape[:-1], dtype=block.dtype, device=block.device)              # (...,)
         m_new = torch.maximum(m, block.amax(dim=-1))
         ell = ell * torch.exp(m - _safe(m_new)) + torch.exp(block - _safe(m_new)[..., None]).sum(dim=-1)
         m = m_new
+    if m is None:
+        raise ValueError("online_softmax needs at least one block")
     return m, ell
 
 
@@ -154,28 +200,11 @@ def block_pattern(T_q, T_k, block_q, block_k=None, causal=False, window=None):
     return pattern
 
 
-def sliding_window_mask(T, left, right=0, device=None):
-    """(T, T) bool: query t may attend to keys t-left .. t+right (right=0: a causal window of left+1
-    keys; left=right=D: lesson 04's local window |t - j| <= D around p_t = t)."""
-    window = _check_window((left, right))
-    pos = torch.arange(T, device=device)
-    return _visible(pos, pos, False, window)
-
-
 # ---------------------------------------------------------------------------------------------
-# Tiled attention: the FlashAttention forward, in Python
+# Tiled attention: FlashAttention-2's forward and backward passes, in Python
 # ---------------------------------------------------------------------------------------------
-def tiled_attention(q, k, v, block_q=64, block_k=None, causal=False, mask=None, window=None, return_lse=False):
-    """softmax(q k^T / sqrt(d_k)) v, one (block_q x block_k) tile of scores at a time; equal to
-    `course_utils.attention.scaled_dot_product_attention` (float32: within 1e-5).
-
-    For every block of queries: running maximum m, normaliser l and the UNNORMALISED output acc; for
-    every block of keys, s = q_i k_j^T / sqrt(d_k), m_new = max(m, rowmax(s)), p = exp(s - m_new),
-    l = l e^(m - m_new) + rowsum(p), acc = acc e^(m - m_new) + p v_j; once all keys are seen, out = acc / l.
-    causal / window: tiles no query of the block may see are skipped (never computed); the tiles on the
-    pattern's edge get the element-wise mask. mask: bool, broadcastable to (..., T_q, T_k), True = may attend.
-    return_lse: also return lse = m + log l (..., T_q), all the backward pass keeps of the softmax.
-    """
+def _tiled_forward(q, k, v, block_q, block_k, causal, mask, window):
+    """(out, lse) of softmax attention, one tile at a time; the tiles outside causal/window skipped."""
     block_k = block_q if block_k is None else block_k
     _check_block(block_q, "block_q")
     _check_block(block_k, "block_k")
@@ -189,8 +218,7 @@ def tiled_attention(q, k, v, block_q=64, block_k=None, causal=False, mask=None, 
     scale = 1.0 / math.sqrt(d_k)
     out = torch.empty(*lead, T_q, d_v, dtype=q.dtype, device=q.device)
     lse = torch.empty(*lead, T_q, dtype=q.dtype, device=q.device)
-    rows_all = torch.arange(T_q, device=q.device)
-    cols_all = torch.arange(T_k, device=q.device)
+    rows_all, cols_all = torch.arange(T_q, device=q.device), torch.arange(T_k, device=q.device)
     for a, i0 in enumerate(range(0, T_q, block_q)):
         i1 = min(i0 + block_q, T_q)
         q_i = q[..., i0:i1, :] * scale                                       # (..., bq, d_k)
@@ -219,15 +247,36 @@ def tiled_attention(q, k, v, block_q=64, block_k=None, causal=False, mask=None, 
         seen = ell > 0                                                         # rows with at least one key
         out[..., i0:i1, :] = torch.where(seen[..., None], acc / torch.where(seen, ell, 1.0)[..., None], 0.0)
         lse[..., i0:i1] = torch.where(seen, m + torch.log(torch.where(seen, ell, 1.0)), float("-inf"))
-    return (out, lse) if return_lse else out
+    return out, lse
+
+
+def tiled_attention(q, k, v, block_q=64, block_k=None, causal=False, mask=None):
+    """softmax(q k^T / sqrt(d_k)) v, one (block_q x block_k) tile of scores at a time, and the log-sum-exp
+    lse = m + log l of every query (..., T_q): all the backward pass keeps of the softmax. Returns (out, lse);
+    out equals `course_utils.attention.scaled_dot_product_attention` (float32: within 1e-5).
+
+    For every block of queries: running maximum m, normaliser l and the UNNORMALISED output acc; for
+    every block of keys, s = q_i k_j^T / sqrt(d_k), m_new = max(m, rowmax(s)), p = exp(s - m_new),
+    l = l e^(m - m_new) + rowsum(p), acc = acc e^(m - m_new) + p v_j; once all keys are seen, out = acc / l.
+    causal: the tiles above the diagonal are skipped (never computed), the diagonal ones masked element-wise.
+    mask: bool, broadcastable to (..., T_q, T_k), True = may attend. A query with no key: out 0, lse -inf.
+    """
+    return _tiled_forward(q, k, v, block_q, block_k, causal, mask, None)
+
+
+def sliding_window_attention(q, k, v, window, block_q=64, block_k=None, causal=False, mask=None):
+    """Tiled attention where query t sees only keys t-left .. t+right (window = (left, right)): the tiles
+    outside the band are never computed, the ones on its edges masked element-wise. Returns out."""
+    return _tiled_forward(q, k, v, block_q, block_k, causal, mask, _check_window(window))[0]
 
 
 def tiled_attention_backward(q, k, v, out, lse, grad_out, block_q=64, block_k=None, causal=False):
     """The gradients (dq, dk, dv) of tiled attention, recomputed tile by tile from q, k, v, the output and
-    lse = m + log l (nothing of size T_q x T_k is kept between the passes):
+    lse = m + log l (nothing of size T_q x T_k is kept between the passes, or built in this one):
 
         p = exp(q_i k_j^T / sqrt(d) - lse_i),  dv_j += p^T do_i,  dp = do_i v_j^T,
         ds = p * (dp - D_i) with D_i = rowsum(do_i * out_i),  dq_i += ds k_j / sqrt(d),  dk_j += ds^T q_i / sqrt(d).
+    causal: the tiles above the diagonal are skipped, as in the forward pass.
     """
     block_k = block_q if block_k is None else block_k
     _check_block(block_q, "block_q")
@@ -243,6 +292,7 @@ def tiled_attention_backward(q, k, v, out, lse, grad_out, block_q=64, block_k=No
         i1 = min(i0 + block_q, T_q)
         q_i, do_i = q[..., i0:i1, :], grad_out[..., i0:i1, :]
         lse_i = _safe(lse[..., i0:i1])[..., None]                            # (..., bq, 1)
+        empty = torch.isneginf(lse[..., i0:i1])[..., None]                   # queries with no key
         for b, j0 in enumerate(range(0, T_k, block_k)):
             if pattern[a][b] == SKIP:
                 continue
@@ -251,63 +301,13 @@ def tiled_attention_backward(q, k, v, out, lse, grad_out, block_q=64, block_k=No
             p = torch.exp(s - lse_i)
             if pattern[a][b] == PARTIAL:
                 p = p.masked_fill(~_visible(rows_all[i0:i1], cols_all[j0:j1], causal, None), 0.0)
-            p = torch.where(torch.isneginf(lse[..., i0:i1])[..., None], torch.zeros_like(p), p)
+            p = p.masked_fill(empty, 0.0)
             dv[..., j0:j1, :] += p.transpose(-2, -1) @ do_i
             dp = do_i @ v[..., j0:j1, :].transpose(-2, -1)                   # (..., bq, bk)
             ds = p * (dp - D[..., i0:i1, None])
             dq[..., i0:i1, :] += ds @ k[..., j0:j1, :] * scale
             dk[..., j0:j1, :] += ds.transpose(-2, -1) @ q_i * scale
     return dq, dk, dv
-
-
-# ---------------------------------------------------------------------------------------------
-# Plain attention, and the fused kernel's choice
-# ---------------------------------------------------------------------------------------------
-def plain_attention(q, k, v, mask=None):
-    """The formula step by step, every (T_q x T_k) matrix stored: scores, weights, then weights @ v.
-    (The same values as `course_utils.attention.scaled_dot_product_attention(..., need_weights=True)`.)"""
-    _check_qkv(q, k, v)
-    scores = (q / math.sqrt(q.shape[-1])) @ k.transpose(-2, -1)             # (..., T_q, T_k)
-    return masked_softmax(scores, mask) @ v                                  # (..., T_q, d_v)
-
-
-def reference_attention(q, k, v, mask=None):
-    """The course's reference (lesson 07), the values every version here must give."""
-    return scaled_dot_product_attention(q, k, v, mask)
-
-
-def sdpa_backend(q, k, v, mask=None, dropout_p=0.0, is_causal=False):
-    """The name of the kernel `torch.nn.functional.scaled_dot_product_attention` picks for these inputs
-    on their device: "FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION" or "MATH" (the formula
-    step by step). Asks torch's own dispatcher (`torch._fused_sdp_choice`, the function the call uses)."""
-    try:
-        from torch.nn.attention import SDPBackend
-
-        return SDPBackend(torch._fused_sdp_choice(q, k, v, mask, dropout_p, is_causal)).name
-    except (AttributeError, ImportError, RuntimeError, ValueError) as error:   # an older or newer torch
-        return f"unknown ({type(error).__name__}: this torch does not expose its choice)"
-
-
-def attention_memory_bytes(T_q, d_k, method="plain", block_q=64, block_k=None, T_k=None, d_v=None,
-                           element_size=4, batch_heads=1):
-    """The bytes one attention call holds at its peak, counted tensor by tensor (q, k, v included):
-
-    plain: q, k, v, output, plus the scores AND the weights (both T_q x T_k, alive together);
-    tiled: q, k, v, output, plus one tile of scores and of probabilities (block_q x block_k), the
-           accumulator (block_q x d_v) and m, l (block_q each), whatever T is.
-    """
-    T_k = T_q if T_k is None else T_k
-    d_v = d_k if d_v is None else d_v
-    io = T_q * d_k + T_k * (d_k + d_v) + T_q * d_v
-    if method == "plain":
-        extra = 2 * T_q * T_k
-    elif method == "tiled":
-        block_k = block_q if block_k is None else block_k
-        bq, bk = min(block_q, T_q), min(block_k, T_k)
-        extra = 2 * bq * bk + bq * d_v + 2 * bq + bq * d_k
-    else:
-        raise ValueError(f"method must be 'plain' or 'tiled', got {method!r}")
-    return batch_heads * (io + extra) * element_size
 
 
 # ---------------------------------------------------------------------------------------------
@@ -318,18 +318,23 @@ def elu_feature_map(x):
     return F.elu(x) + 1
 
 
-def linear_attention(q, k, v, causal=False):
+def linear_attention(q, k, v):
     """Linear attention with phi(x) = elu(x) + 1:  out_t = phi(q_t)^T S / phi(q_t)^T z,
-    S = sum_j phi(k_j) v_j^T (d_k x d_v), z = sum_j phi(k_j) (d_k): time and memory linear in T.
-    causal: the sums run over j <= t (prefix sums; this simple version keeps S for every t)."""
+    S = sum_j phi(k_j) v_j^T (d_k x d_v), z = sum_j phi(k_j) (d_k): time and memory linear in T."""
     _check_qkv(q, k, v)
     phi_q, phi_k = elu_feature_map(q), elu_feature_map(k)                   # (..., T, d_k)
-    if not causal:
-        S = phi_k.transpose(-2, -1) @ v                                      # (..., d_k, d_v)
-        z = phi_k.sum(dim=-2)                                                # (..., d_k)
-        return (phi_q @ S) / (phi_q @ z[..., None])                          # (..., T_q, d_v)
+    S = phi_k.transpose(-2, -1) @ v                                          # (..., d_k, d_v)
+    z = phi_k.sum(dim=-2)                                                    # (..., d_k)
+    return (phi_q @ S) / (phi_q @ z[..., None])                              # (..., T_q, d_v)
+
+
+def causal_linear_attention(q, k, v):
+    """Causal linear attention: the sums S and z run over j <= t (prefix sums; this simple version keeps
+    S for every t, (..., T, d_k, d_v): a recurrent state S_t = S_(t-1) + phi(k_t) v_t^T)."""
+    _check_qkv(q, k, v)
     if q.shape[-2] != k.shape[-2]:
         raise ValueError(f"causal linear attention needs T_q == T_k, got {q.shape[-2]} and {k.shape[-2]}")
+    phi_q, phi_k = elu_feature_map(q), elu_feature_map(k)
     S = torch.cumsum(phi_k[..., :, None] * v[..., None, :], dim=-3)          # (..., T, d_k, d_v)
     z = torch.cumsum(phi_k, dim=-2)                                          # (..., T, d_k)
     num = (phi_q[..., None, :] @ S).squeeze(-2)                              # (..., T, d_v)
@@ -338,7 +343,7 @@ def linear_attention(q, k, v, causal=False):
 
 def kernel_attention(q, k, v, causal=False):
     """The quadratic form of the same kernel: weights_tj = phi(q_t).phi(k_j) / sum_j' phi(q_t).phi(k_j'),
-    a (T_q x T_k) matrix, then weights @ v. Equal to linear_attention, at quadratic cost."""
+    a (T_q x T_k) matrix, then weights @ v. Equal to (causal_)linear_attention, at quadratic cost."""
     _check_qkv(q, k, v)
     a = elu_feature_map(q) @ elu_feature_map(k).transpose(-2, -1)            # (..., T_q, T_k), > 0
     if causal:

@@ -1,18 +1,29 @@
-"""Lesson 13's checks pass the references and other right answers, report a stub as not implemented,
-and reject every named mistake with its named symptom."""
+"""Lesson 13's checks pass the references and other right answers, report a stub as not implemented, reject
+every named mistake with its named symptom, and test the point of each exercise: ONE pass over the blocks,
+the causal tiles never computed, nothing of size T_q x T_k (linear attention, tiled forward and backward).
+
+The mistakes are planted twice: as the check's own catalogue (lesson13_mistakes, one line wrong per kind),
+and as answers written here the way a learner would write them (the check must name those too)."""
 import math
+import re
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from course_utils import efficient_attention as ref
+from course_utils.attention import scaled_dot_product_attention
 from course_utils.checks import lesson13 as check
+from course_utils.checks import lesson13_mistakes as mk
+from course_utils.checks import lesson13_symptoms as say
+from course_utils.masks import causal_mask
 from tests.checking import named, not_implemented, prints_not_implemented
 
 pytestmark = pytest.mark.usefixtures("any_seed_offset")   # every test under every seed offset
 
-CHECKS = [check.online_softmax, check.merge_softmax_stats, check.tiled_attention, check.linear_attention]
+CHECKS = [check.online_softmax, check.merge_softmax_stats, check.tiled_attention, check.tiled_attention_backward,
+          check.linear_attention]
+NEG_INF = float("-inf")
 
 
 @pytest.mark.parametrize("exercise", CHECKS, ids=lambda c: c.exercise)
@@ -24,16 +35,28 @@ def test_reference_passes_and_stub_is_not_implemented(exercise, capsys):
 
 
 # --- other right answers pass ------------------------------------------------------------------
-def online_softmax_from_the_first_block(x, block_size):
+def online_softmax_from_the_first_block(blocks):
     """Starts from the first block's statistics instead of (-inf, 0), guards with nan_to_num."""
-    m = x[..., :block_size].amax(-1)
-    ell = torch.nan_to_num(torch.exp(x[..., :block_size] - m[..., None])).sum(-1)
-    for j0 in range(block_size, x.shape[-1], block_size):
-        block = x[..., j0:j0 + block_size]
+    m = ell = None
+    for block in blocks:
+        if m is None:
+            m = block.amax(-1)
+            ell = torch.nan_to_num(torch.exp(block - m[..., None])).sum(-1)
+            continue
         m_new = torch.maximum(m, block.amax(-1))
-        ell = (torch.nan_to_num(ell * torch.exp(m - m_new))
-             + torch.nan_to_num(torch.exp(block - m_new[..., None])).sum(-1))
+        fresh = torch.nan_to_num(torch.exp(block - m_new[..., None])).sum(-1)
+        ell = torch.nan_to_num(ell * torch.exp(m - m_new)) + fresh
         m = m_new
+    return m, ell
+
+
+def online_softmax_with_scalars(blocks):
+    """0-d starting values, as the lesson suggests; each block merged with merge_softmax_stats."""
+    m, ell = torch.tensor(NEG_INF), torch.tensor(0.0)
+    for block in blocks:
+        m_b = block.amax(-1)
+        safe = torch.where(torch.isneginf(m_b), 0.0, m_b)
+        m, ell = ref.merge_softmax_stats(m, ell, m_b, torch.exp(block - safe[..., None]).sum(-1))
     return m, ell
 
 
@@ -43,22 +66,29 @@ def merge_with_logaddexp(m1, l1, m2, l2):
     return m, torch.nan_to_num(torch.exp(lse - m))
 
 
-def tiled_flash1(q, k, v, block_q, block_k, causal=False, mask=None):
-    """FlashAttention-1's form: the output kept normalised, rescaled by l_old e^(m_old - m_new) / l_new."""
-    T_q, T_k = q.shape[-2], k.shape[-2]
-    full = torch.ones(T_q, T_k, dtype=torch.bool).tril() if causal else torch.ones(T_q, T_k, dtype=torch.bool)
-    mask = full if mask is None else mask & full
-    mask = torch.broadcast_to(mask, (*q.shape[:-2], T_q, T_k))
-    out = torch.zeros(*q.shape[:-1], v.shape[-1])
+def tiled_flash1(q, k, v, block_q, block_k, causal=False, mask=None, skip=True):
+    """FlashAttention-1's form: the output kept normalised, rescaled by l_old e^(m_old - m_new) / l_new; its
+    key loop skips the tiles above the diagonal (unless skip=False) and builds each tile's causal mask from
+    its positions."""
+    *lead, T_q, _ = q.shape
+    T_k = k.shape[-2]
+    mask = None if mask is None else torch.broadcast_to(mask, (*lead, T_q, T_k))
+    out, lse = torch.zeros(*lead, T_q, v.shape[-1]), torch.zeros(*lead, T_q)
     for i0 in range(0, T_q, block_q):
         i1 = min(i0 + block_q, T_q)
-        m = torch.full((*q.shape[:-2], i1 - i0), -math.inf)
-        ell = torch.zeros(*q.shape[:-2], i1 - i0)
-        o = torch.zeros(*q.shape[:-2], i1 - i0, v.shape[-1])
+        m, ell = torch.full((*lead, i1 - i0), -math.inf), torch.zeros(*lead, i1 - i0)
+        o = torch.zeros(*lead, i1 - i0, v.shape[-1])
         for j0 in range(0, T_k, block_k):
             j1 = min(j0 + block_k, T_k)
-            s = (q[..., i0:i1, :] @ k[..., j0:j1, :].transpose(-2, -1) / math.sqrt(q.shape[-1]))
-            s = s.masked_fill(~mask[..., i0:i1, j0:j1], -math.inf)
+            if causal and skip and j0 >= i1:
+                continue
+            s = q[..., i0:i1, :] @ k[..., j0:j1, :].transpose(-2, -1) / math.sqrt(q.shape[-1])
+            keep = torch.ones(i1 - i0, j1 - j0, dtype=torch.bool)
+            if causal:
+                keep = torch.arange(j0, j1)[None, :] <= torch.arange(i0, i1)[:, None]
+            if mask is not None:
+                keep = keep & mask[..., i0:i1, j0:j1]
+            s = s.masked_fill(~keep, -math.inf)
             m_new = torch.maximum(m, s.amax(-1))
             safe = torch.where(torch.isinf(m_new), 0.0, m_new)
             p = torch.exp(s - safe[..., None])
@@ -67,7 +97,37 @@ def tiled_flash1(q, k, v, block_q, block_k, causal=False, mask=None):
             o = (o * (ell * torch.exp(m - safe))[..., None] + p @ v[..., j0:j1, :]) / denom
             m, ell = m_new, l_new
         out[..., i0:i1, :] = o
-    return out
+        lse[..., i0:i1] = m + torch.log(ell)
+    return out, lse
+
+
+def backward_with_D_from_a_first_pass(q, k, v, out, lse, grad_out, block_q, block_k, causal=False):
+    """D_i = rowsum(P ∘ dP) summed over every tile of the row in a first pass (equal to rowsum(dO ∘ O))."""
+    scale = 1 / math.sqrt(q.shape[-1])
+    T_q, T_k = q.shape[-2], k.shape[-2]
+
+    def tiles():
+        for i0 in range(0, T_q, block_q):
+            for j0 in range(0, T_k, block_k):
+                i1, j1 = min(i0 + block_q, T_q), min(j0 + block_k, T_k)
+                if causal and j0 > i1 - 1:
+                    continue
+                s = q[..., i0:i1, :] @ k[..., j0:j1, :].transpose(-2, -1) * scale
+                if causal:
+                    s = s.masked_fill(torch.arange(j0, j1)[None, :] > torch.arange(i0, i1)[:, None], NEG_INF)
+                p = torch.exp(s - lse[..., i0:i1, None])
+                yield i0, i1, j0, j1, p, grad_out[..., i0:i1, :] @ v[..., j0:j1, :].transpose(-2, -1)
+
+    D = torch.zeros_like(lse)
+    for i0, i1, _, _, p, dp in tiles():
+        D[..., i0:i1] += (p * dp).sum(-1)
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    for i0, i1, j0, j1, p, dp in tiles():
+        ds = p * (dp - D[..., i0:i1, None])
+        dv[..., j0:j1, :] += p.transpose(-2, -1) @ grad_out[..., i0:i1, :]
+        dq[..., i0:i1, :] += ds @ k[..., j0:j1, :] * scale
+        dk[..., j0:j1, :] += ds.transpose(-2, -1) @ q[..., i0:i1, :] * scale
+    return dq, dk, dv
 
 
 def linear_with_einsum(q, k, v):
@@ -79,81 +139,264 @@ def linear_with_einsum(q, k, v):
 
 @pytest.mark.parametrize("exercise, answer", [
     (check.online_softmax, online_softmax_from_the_first_block),
+    (check.online_softmax, online_softmax_with_scalars),
     (check.merge_softmax_stats, merge_with_logaddexp),
     (check.tiled_attention, tiled_flash1),
-    (check.tiled_attention, lambda q, k, v, bq, bk, causal=False, mask=None:
-        ref.tiled_attention(q, k, v, bq, bk, causal=causal, mask=mask)),
+    (check.tiled_attention_backward, backward_with_D_from_a_first_pass),
     (check.linear_attention, linear_with_einsum),
-    (check.linear_attention, lambda q, k, v: ref.kernel_attention(q, k, v)),
-])
+], ids=["online-first-block", "online-scalars", "merge-logaddexp", "tiled-flash1", "backward-D-first-pass",
+        "linear-einsum"])
 def test_other_right_answers_pass(exercise, answer):
     outcome = exercise.evaluate(answer)
     assert outcome.passed, outcome.message
 
 
-# --- named mistakes ------------------------------------------------------------------------------
-@pytest.mark.parametrize("kind, words", [
-    ("no_rescale", "old normaliser must be rescaled"),
-    ("flipped", r"rescaled by e\^\(m_new − m_old\)"),
-    ("flipped_safe", r"rescaled by e\^\(m_new − m_old\)"),
-    ("stale_max", "maximum is never updated"),
-    ("no_guard", "NaN where a whole block is −inf"),
-])
-def test_online_softmax_mistakes(kind, words):
-    named(check.online_softmax, lambda x, block_size: check._online(x, block_size, kind), words)
+# --- the point of each exercise: answers that skip it are rejected and named ---------------------
+def online_softmax_maximum_first(blocks):
+    """Two passes: the whole row's maximum first (the blocks kept in a list), then the normaliser."""
+    blocks = list(blocks)
+    m = torch.stack([b.amax(-1) for b in blocks]).amax(0)
+    safe = torch.where(torch.isneginf(m), 0.0, m)
+    return m, sum(torch.exp(b - safe[..., None]).sum(-1) for b in blocks)
+
+
+def online_softmax_concatenated(blocks):
+    x = torch.cat([b for b in blocks], dim=-1)
+    m = x.amax(-1)
+    return m, torch.exp(x - torch.where(torch.isneginf(m), 0.0, m)[..., None]).sum(-1)
+
+
+@pytest.mark.parametrize("answer", [online_softmax_maximum_first, online_softmax_concatenated,
+                                    lambda blocks: mk.two_passes(blocks, "list")], ids=["max-first", "cat", "list"])
+def test_online_softmax_in_two_passes_is_rejected(answer):
+    named(check.online_softmax, answer, "two passes over the row.*ONCE")
+
+
+def test_online_softmax_with_a_second_loop_is_rejected():
+    named(check.online_softmax, lambda blocks: mk.two_passes(blocks, "two_loops"), "a second time.*ONE pass")
+
+
+def tiled_computing_every_tile(q, k, v, block_q, block_k, causal=False, mask=None):
+    """Every tile computed, the causal mask applied element-wise: right values, the point missed."""
+    return tiled_flash1(q, k, v, block_q, block_k, causal, mask, skip=False)
+
+
+def test_causal_tiled_attention_that_computes_every_tile_is_rejected():
+    named(check.tiled_attention, tiled_computing_every_tile, r"tiles above the diagonal are computed.*j0 > i1 − 1")
+    named(check.tiled_attention, lambda *a, **kw: mk.tiled(*a, **kw, kind="all_tiles"),
+          r"tiles above the diagonal are computed")
+
+
+def test_causal_tiled_attention_that_computes_one_tile_too_many_is_named_off_by_one():
+    named(check.tiled_attention, lambda *a, **kw: mk.tiled(*a, **kw, kind="extra_tile"), r"off by one.*j0 = i1")
+
+
+def tiled_with_the_whole_score_matrix(q, k, v, block_q, block_k, causal=False, mask=None):
+    """Not tiled: the whole T_q x T_k scores, then the softmax statistics."""
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    full = causal_mask(q.shape[-2]) if causal else None
+    if mask is not None:
+        full = mask if full is None else full & mask
+    if full is not None:
+        s = s.masked_fill(~full, NEG_INF)
+    return scaled_dot_product_attention(q, k, v, full), torch.logsumexp(s, dim=-1)
+
+
+def tiled_with_the_whole_causal_mask(q, k, v, block_q, block_k, causal=False, mask=None):
+    """Tiled, but the T x T causal mask is built once and sliced."""
+    if causal:
+        full = causal_mask(q.shape[-2])
+        mask = full if mask is None else mask & full
+    return ref.tiled_attention(q, k, v, block_q, block_k, causal=causal, mask=mask)
+
+
+@pytest.mark.parametrize("answer", [tiled_with_the_whole_score_matrix, tiled_with_the_whole_causal_mask])
+def test_tiled_attention_that_builds_a_quadratic_tensor_is_rejected(answer):
+    named(check.tiled_attention, answer, r"built a tensor of shape \(.*64, 64\).*ONE tile")
+
+
+def tiled_returning_P(q, k, v, block_q, block_k, causal=False, mask=None):
+    out, lse = ref.tiled_attention(q, k, v, block_q, block_k, causal=causal, mask=mask)
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return out, lse, torch.exp(s - lse[..., None])
+
+
+def test_a_forward_pass_that_returns_P_for_the_backward_is_rejected():
+    named(check.tiled_attention, tiled_returning_P, r"returns a T_q x T_k tensor besides out and lse")
+
+
+def backward_keeping_P(q, k, v, out, lse, grad_out, block_q, block_k, causal=False):
+    """The textbook backward: P and dS of the whole sequence."""
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if causal:
+        s = s.masked_fill(~causal_mask(q.shape[-2]), NEG_INF)
+    p = torch.softmax(s, dim=-1)
+    dp = grad_out @ v.transpose(-2, -1)
+    ds = p * (dp - (grad_out * out).sum(-1, keepdim=True))
+    scale = 1 / math.sqrt(q.shape[-1])
+    return ds @ k * scale, ds.transpose(-2, -1) @ q * scale, p.transpose(-2, -1) @ grad_out
+
+
+@pytest.mark.parametrize("answer", [backward_keeping_P, lambda *a, **kw: mk.backward(*a, **kw, kind="full_P")],
+                         ids=["softmax", "from-lse"])
+def test_a_backward_pass_that_builds_P_is_rejected(answer):
+    named(check.tiled_attention_backward, answer, r"built a tensor of shape .*that is P or S of the whole sequence")
+
+
+def test_a_causal_backward_pass_that_computes_every_tile_is_rejected():
+    named(check.tiled_attention_backward, lambda *a, **kw: mk.backward(*a, **kw, kind="all_tiles"),
+          r"backward pass computes the tiles above the diagonal")
+
+
+def linear_through_the_weights(q, k, v):
+    """Right values, but the T_q x T_k weights are formed (the quadratic form)."""
+    a = (F.elu(q) + 1) @ (F.elu(k) + 1).transpose(-2, -1)
+    return a / a.sum(-1, keepdim=True) @ v
+
+
+def linear_through_a_broadcast_product(q, k, v):
+    """Right values, the T_q x T_k x d_k products of a broadcast formed."""
+    a = ((F.elu(q) + 1)[..., :, None, :] * (F.elu(k) + 1)[..., None, :, :]).sum(-1)
+    return (a @ v) / a.sum(-1, keepdim=True)
+
+
+@pytest.mark.parametrize("answer", [linear_through_the_weights, linear_through_a_broadcast_product,
+                                    lambda q, k, v: ref.kernel_attention(q, k, v)])
+def test_linear_attention_that_builds_a_quadratic_tensor_is_rejected(answer):
+    named(check.linear_attention, answer, r"built a tensor of shape .*256, 256.*never forms")
+
+
+# --- named mistakes, from the check's catalogue ----------------------------------------------------
+@pytest.mark.parametrize("kind", ["max_wrong_axis", "stale_max", "no_guard", "no_rescale", "flipped", "flipped_safe",
+                                  "old_max", "no_shift", "init_zero"])
+def test_online_softmax_mistakes(kind):
+    named(check.online_softmax, lambda blocks: mk.online(blocks, kind), re.escape(say.ONLINE[kind][:40]))
 
 
 def test_online_softmax_returned_in_the_wrong_order():
-    named(check.online_softmax, lambda x, b: ref.online_softmax(x, b)[::-1], "wrong order")
+    named(check.online_softmax, lambda blocks: ref.online_softmax(blocks)[::-1], "wrong order")
 
 
-@pytest.mark.parametrize("kind, words", [
-    ("no_rescale", "adds normalisers measured from different maxima"),
-    ("flipped", r"rescaled by e\^\(m − m1\)"),
-    ("flipped_safe", r"rescaled by e\^\(m − m1\)"),
-    ("first_max", r"m is not max\(m1, m2\)"),
-    ("no_guard", "NaN where a whole block is −inf"),
-])
-def test_merge_mistakes(kind, words):
-    named(check.merge_softmax_stats, lambda m1, l1, m2, l2: check._merge(m1, l1, m2, l2, kind), words)
+@pytest.mark.parametrize("kind", list(say.MERGE))
+def test_merge_mistakes(kind):
+    named(check.merge_softmax_stats, lambda m1, l1, m2, l2: mk.merge(m1, l1, m2, l2, kind),
+          re.escape(say.MERGE[kind][:30]))
 
 
-@pytest.mark.parametrize("kind, words", [
-    ("acc_not_rescaled", "accumulator is not rescaled"),
-    ("divide_inside", "divided by l inside the loop"),
-    ("divide_inside_twice", "divided by l inside the loop"),
-    ("wrong_side", "BELOW the diagonal are skipped"),
-    ("wrong_side_unmasked", "BELOW the diagonal are skipped"),
-    ("diag_full", "diagonal are treated as fully visible"),
-    ("drop_tail", "last positions are missing"),
-    ("mask_ignored", "mask is ignored"),
-    ("causal_ignored", "queries see later keys"),
-    ("no_guard", "every key is masked gives NaN"),
-])
-def test_tiled_attention_mistakes(kind, words):
+TILED_KINDS = ["acc_not_rescaled", "l_not_rescaled", "divide_inside", "divide_inside_twice", "scale_d", "no_scale",
+               "scale_times", "drop_tail", "no_guard", "wrong_side", "wrong_side_unmasked", "skip_ge", "skip_diag",
+               "diag_full", "local_idx", "inverted_causal", "causal_ignored", "mask_ignored", "inverted_mask", "lse_m",
+               "lse_log_l", "lse_l", "lse_empty_zero"]
+
+
+@pytest.mark.parametrize("kind", TILED_KINDS)
+def test_tiled_attention_mistakes(kind):
     def answer(q, k, v, block_q, block_k, causal=False, mask=None):
-        return check._tiled(q, k, v, block_q, block_k, causal, mask, kind)
-    named(check.tiled_attention, answer, words)
+        return mk.tiled(q, k, v, block_q, block_k, causal, mask, kind)
+    named(check.tiled_attention, answer, re.escape(say.TILED[kind][:40]))
 
 
 def test_tiled_attention_that_peeks_only_at_one_later_key_is_caught_by_perturbation():
     def peeks(q, k, v, block_q, block_k, causal=False, mask=None):
-        out = ref.tiled_attention(q, k, v, block_q, block_k, causal=causal, mask=mask)
-        return out + 1e-3 * v[..., -1:, :] if causal else out      # the last value leaks into every output
-    named(check.tiled_attention, peeks, "causal|wrong values|later")
+        out, lse = ref.tiled_attention(q, k, v, block_q, block_k, causal=causal, mask=mask)
+        return (out + 1e-3 * v[..., -1:, :] if causal else out), lse      # the last value leaks into every output
+    named(check.tiled_attention, peeks, "outputs of earlier positions change when only later keys")
 
 
 def test_tiled_attention_with_the_wrong_shape():
-    named(check.tiled_attention, lambda q, k, v, bq, bk, causal=False, mask=None: q, "shape|wrong values")
+    named(check.tiled_attention, lambda q, k, v, bq, bk, causal=False, mask=None: (q, q[..., 0]),
+          r"out is q itself.*d_v = 6")
+    named(check.tiled_attention, lambda q, k, v, bq, bk, causal=False, mask=None:
+          ref.tiled_attention(q, k, v, bq, bk, causal, mask)[0], r"return 2 things, as `return out, lse`")
 
 
-@pytest.mark.parametrize("answer, words", [
-    (lambda q, k, v: (F.elu(q) + 1) @ ((F.elu(k) + 1).transpose(-2, -1) @ v), "not normalised"),
-    (lambda q, k, v: check._quadratic(q, k, v, check._identity, check._identity), "φ is missing"),
-    (lambda q, k, v: check._quadratic(q, k, v, check._phi, check._identity), "φ is applied to q only"),
-    (lambda q, k, v: check._quadratic(q, k, v, check._identity, check._phi), "φ is applied to k only"),
-    (lambda q, k, v: check._quadratic(q / math.sqrt(q.shape[-1]), k, v), "scaled by 1/√d"),
-    (lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1) @ v, "softmax attention"),
-])
-def test_linear_attention_mistakes(answer, words):
-    named(check.linear_attention, answer, words)
+def test_the_empty_row_hint_appears_only_when_only_empty_rows_differ():
+    def empty_rows_nan_to_one(q, k, v, block_q, block_k, causal=False, mask=None):
+        out, lse = ref.tiled_attention(q, k, v, block_q, block_k, causal=causal, mask=mask)
+        return torch.where(torch.isneginf(lse)[..., None], 1.0, out), lse
+    named(check.tiled_attention, empty_rows_nan_to_one, "only the rows of queries with no key allowed are wrong")
+    outcome = check.tiled_attention.evaluate(lambda *a, **kw: mk.tiled(*a, **kw, kind="mask_ignored"))
+    assert "no key allowed" not in outcome.message, outcome.message
+
+
+BACKWARD_KINDS = ["no_D", "D_wrong_axis", "D_no_axis", "lse_no_axis", "D_tile", "no_scale", "scale_twice",
+                  "dq_no_scale", "dk_scale_twice", "p_no_scale", "p_softmax_tile", "no_diag_mask", "dv_no_transpose",
+                  "dk_no_transpose", "overwrite"]
+
+
+@pytest.mark.parametrize("kind", BACKWARD_KINDS)
+def test_backward_mistakes(kind):
+    named(check.tiled_attention_backward, lambda *a, **kw: mk.backward(*a, **kw, kind=kind),
+          re.escape(say.BACKWARD[kind][:40]))
+
+
+def test_backward_that_returns_the_gradients_in_another_order_or_one():
+    def reordered(*args, **kwargs):
+        dq, dk, dv = ref.tiled_attention_backward(*args, **kwargs)
+        return dk, dq, dv
+    named(check.tiled_attention_backward, reordered, "wrong order")
+    named(check.tiled_attention_backward, lambda *a, **kw: ref.tiled_attention_backward(*a, **kw)[0],
+          r"return dq, dk, dv")
+
+
+@pytest.mark.parametrize("kind", [k for k in say.LINEAR if k != "quadratic"])
+def test_linear_attention_mistakes(kind):
+    named(check.linear_attention, lambda q, k, v: mk.linear(q, k, v, kind),
+          re.escape(say.LINEAR[kind][:30]))
+
+
+# --- the same mistakes, written as a learner would ------------------------------------------------
+def online_softmax_rescaling_by_the_new_maximum(blocks):
+    m, ell = torch.tensor(NEG_INF), torch.tensor(0.0)
+    for block in blocks:
+        m_new = torch.maximum(m, block.amax(-1))
+        safe_new, safe_old = (torch.where(torch.isneginf(t), 0.0, t) for t in (m_new, m))
+        ell = ell * torch.exp(safe_new - safe_old) + torch.exp(block - safe_new[..., None]).sum(-1)
+        m = m_new
+    return m, ell
+
+
+def tiled_scaled_by_d(q, k, v, block_q, block_k, causal=False, mask=None):
+    return ref.tiled_attention(q * math.sqrt(q.shape[-1]) / q.shape[-1], k, v, block_q, block_k, causal, mask)
+
+
+def linear_with_phi_on_the_values(q, k, v):
+    phi = lambda x: F.elu(x) + 1  # noqa: E731
+    kv = phi(k).transpose(-2, -1) @ phi(v)
+    return (phi(q) @ kv) / (phi(q) @ phi(k).sum(-2)[..., None])
+
+
+def backward_without_D(q, k, v, out, lse, grad_out, block_q, block_k, causal=False):
+    return ref.tiled_attention_backward(q, k, v, torch.zeros_like(out), lse, grad_out, block_q, block_k, causal)
+
+
+def online_softmax_with_one_maximum_per_block(blocks):
+    m, ell = torch.tensor(NEG_INF), torch.tensor(0.0)
+    for block in blocks:
+        m_new = torch.maximum(m, block.max())
+        ell = ell * torch.exp(m - m_new) + torch.exp(block - m_new).sum(-1)
+        m = m_new
+    return m, ell
+
+
+def tiled_slicing_the_mask_as_given(q, k, v, block_q, block_k, causal=False, mask=None):
+    """The mask sliced without broadcasting it first: a padding mask (B, 1, 1, T) has no query rows to slice."""
+    if mask is not None:
+        for i0 in range(block_q, q.shape[-2], block_q):
+            tile = mask[..., i0:i0 + block_q, :]
+            if tile.shape[-2] == 0:
+                raise IndexError(f"tile of shape {tuple(tile.shape)}")
+    return ref.tiled_attention(q, k, v, block_q, block_k, causal=causal, mask=mask)
+
+
+@pytest.mark.parametrize("exercise, answer, words", [
+    (check.online_softmax, online_softmax_rescaling_by_the_new_maximum, r"rescaled by e\^\(m_new − m_old\)"),
+    (check.online_softmax, online_softmax_with_one_maximum_per_block, r"one number for the whole block"),
+    (check.tiled_attention, tiled_slicing_the_mask_as_given, r"mask of shape \(\d+, 1, 1, \d+\).*broadcast_to"),
+    (check.tiled_attention, tiled_scaled_by_d, r"divided by d_k instead of √d_k"),
+    (check.linear_attention, linear_with_phi_on_the_values, "φ is applied to the values"),
+    (check.tiled_attention_backward, backward_without_D, "the term D_i is missing"),
+], ids=["online-flipped", "online-max-all", "tiled-mask-not-broadcast", "tiled-1/d", "linear-phi-v",
+        "backward-no-D"])
+def test_mistakes_written_as_a_learner_would(exercise, answer, words):
+    named(exercise, answer, words)

@@ -1,0 +1,258 @@
+"""Lesson 13's typical mistakes, written out: each exercise's loop with one line wrong (`kind`), so that the
+check can name a mistake by its values (and the tests can plant it). `kind="ok"` is the right loop; what the
+check says for each kind is in lesson13_symptoms.py.
+
+    online(blocks, kind)                          exercise 1a: (m, l) in one pass over the blocks
+    merge(m1, l1, m2, l2, kind)                   exercise 1b: (m, l) of the whole row
+    tiled(q, k, v, bq, bk, causal, mask, kind)    exercise 2: (out, lse), tile by tile
+    backward(q, k, v, out, lse, dO, bq, bk, causal, kind)   exercise 3: (dq, dk, dv), tile by tile
+    linear(q, k, v, kind)                         exercise 4: linear attention
+"""
+import math
+
+import torch
+import torch.nn.functional as F
+
+NEG_INF = float("-inf")
+
+
+def safe(m):
+    """m where finite, 0 where -inf (so that exp(-inf - safe) = 0, not NaN)."""
+    return torch.where(torch.isneginf(m), torch.zeros_like(m), m)
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 1a: the online softmax
+# ---------------------------------------------------------------------------------------------
+def online(blocks, kind="ok"):
+    """One pass over `blocks` (each (R, b)): (m, l), right or with one typical mistake."""
+    m = ell = None
+    for block in blocks:
+        if m is None:
+            start = 0.0 if kind == "init_zero" else NEG_INF
+            m, ell = torch.full(block.shape[:-1], start), torch.zeros(block.shape[:-1])
+        m_new = torch.maximum(m, block.amax(dim=0 if kind == "max_wrong_axis" else -1))
+        ms = m_new if kind == "no_guard" else safe(m_new)
+        if kind == "old_max":                          # exp(x_block - m_old): inf at the first block
+            p_sum = torch.exp(block - m[..., None]).sum(dim=-1)
+        elif kind == "no_shift":                       # l = sum exp(x), not measured from any maximum
+            p_sum = torch.exp(block).sum(dim=-1)
+        else:
+            p_sum = torch.exp(block - ms[..., None]).sum(dim=-1)
+        if kind in ("no_rescale", "no_shift"):
+            ell = ell + p_sum
+        elif kind == "flipped":                        # e^(m_new - m_old): 0 * e^(+inf) = NaN at the start
+            ell = ell * torch.exp(m_new - m) + p_sum
+        elif kind == "flipped_safe":
+            ell = ell * torch.exp(safe(m_new) - safe(m)) + p_sum
+        else:
+            ell = ell * torch.exp((m - m_new) if kind == "no_guard" else (m - safe(m_new))) + p_sum
+        if kind != "stale_max":
+            m = m_new
+    return m, ell
+
+
+def two_passes(blocks, kind="list"):
+    """The answers that skip the point: the whole row's maximum first, then the normaliser."""
+    if kind == "two_loops":                            # a second loop over the same blocks
+        m = None
+        for block in blocks:
+            m = block.amax(-1) if m is None else torch.maximum(m, block.amax(-1))
+        ell = sum(torch.exp(block - safe(m)[..., None]).sum(-1) for block in blocks)
+        return m, ell
+    x = torch.cat(list(blocks), dim=-1)                # kind "list": the blocks gathered first
+    m = x.amax(-1)
+    return m, torch.exp(x - safe(m)[..., None]).sum(-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 1b: merging two partial results
+# ---------------------------------------------------------------------------------------------
+def merge(m1, l1, m2, l2, kind="ok"):
+    m = torch.maximum(m1, m2)
+    ms = m if kind == "no_guard" else safe(m)
+    if kind == "no_rescale":
+        return m, l1 + l2
+    if kind == "flipped":
+        return m, l1 * torch.exp(m - m1) + l2 * torch.exp(m - m2)
+    if kind == "flipped_safe":
+        return m, l1 * torch.exp(ms - safe(m1)) + l2 * torch.exp(ms - safe(m2))
+    if kind == "first_max":
+        return m1, l1 + l2 * torch.exp(m2 - safe(m1))
+    return m, l1 * torch.exp(m1 - ms) + l2 * torch.exp(m2 - ms)
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 2: tiled attention, the forward pass
+# ---------------------------------------------------------------------------------------------
+SCALES = {"scale_d": lambda d: 1 / d, "no_scale": lambda d: 1.0, "scale_times": lambda d: math.sqrt(d)}
+
+
+def _skipped(kind, i0, i1, j0, j1):
+    """Whether the causal loop skips tile (i0:i1, j0:j1) under mistake `kind` (right: j0 > i1 - 1)."""
+    if kind == "causal_ignored":
+        return False
+    if kind in ("wrong_side", "wrong_side_unmasked"):
+        return j1 - 1 < i0                             # the tiles BELOW the diagonal
+    if kind == "skip_ge":
+        return j0 >= i1 - 1                            # off by one: also the tile whose first key is i1 - 1
+    if kind == "skip_diag":
+        return j1 > i0                                 # the diagonal tiles skipped along with those above
+    if kind == "all_tiles":
+        return False
+    if kind == "extra_tile":
+        return j0 > i1                                 # off by one the other way: one tile too many
+    return j0 > i1 - 1
+
+
+def _causal_keep(kind, i0, i1, j0, j1):
+    """The element-wise causal mask of a tile under mistake `kind` (None: not masked)."""
+    if kind in ("diag_full", "wrong_side_unmasked", "causal_ignored"):
+        return None
+    rows, cols = torch.arange(i0, i1)[:, None], torch.arange(j0, j1)[None, :]
+    if kind == "local_idx":
+        rows, cols = rows - i0, cols - j0
+    return cols >= rows if kind == "inverted_causal" else cols <= rows
+
+
+def tiled(q, k, v, block_q, block_k, causal=False, mask=None, kind="ok"):
+    """The tiled loop, right or with one typical mistake: (out, lse)."""
+    *lead, T_q, d = q.shape
+    T_k, d_v = k.shape[-2], v.shape[-1]
+    if mask is not None:
+        mask = torch.broadcast_to(mask, (*lead, T_q, T_k))
+    stop_q, stop_k = (T_q - T_q % block_q, T_k - T_k % block_k) if kind == "drop_tail" else (T_q, T_k)
+    scale = SCALES[kind](d) if kind in SCALES else 1 / math.sqrt(d)
+    out, lse = torch.zeros(*lead, T_q, d_v), torch.full((*lead, T_q), NEG_INF)
+    for i0 in range(0, stop_q, block_q):
+        i1 = min(i0 + block_q, T_q)
+        m, ell = torch.full((*lead, i1 - i0), NEG_INF), torch.zeros(*lead, i1 - i0)
+        acc = torch.zeros(*lead, i1 - i0, d_v)
+        for j0 in range(0, stop_k, block_k):
+            j1 = min(j0 + block_k, T_k)
+            if causal and _skipped(kind, i0, i1, j0, j1):
+                continue
+            s = q[..., i0:i1, :] @ k[..., j0:j1, :].transpose(-2, -1) * scale
+            keep = _causal_keep(kind, i0, i1, j0, j1) if causal else None
+            if mask is not None and kind != "mask_ignored":
+                tile = mask[..., i0:i1, j0:j1]
+                tile = ~tile if kind == "inverted_mask" else tile
+                keep = tile if keep is None else keep & tile
+            if keep is not None:
+                s = s.masked_fill(~keep, NEG_INF)
+            m_new = torch.maximum(m, s.amax(dim=-1))
+            ms = m_new if kind == "no_guard" else safe(m_new)
+            p = torch.exp(s - ms[..., None])
+            rescale = torch.exp(m - ms)
+            ell = (ell if kind == "l_not_rescaled" else ell * rescale) + p.sum(dim=-1)
+            acc = (acc if kind == "acc_not_rescaled" else acc * rescale[..., None]) + p @ v[..., j0:j1, :]
+            if kind in ("divide_inside", "divide_inside_twice"):
+                acc = acc / ell[..., None]
+            m = m_new
+        seen = ell > 0
+        if kind == "divide_inside":
+            out[..., i0:i1, :] = acc
+        elif kind == "no_guard":
+            out[..., i0:i1, :] = acc / ell[..., None]
+        else:
+            out[..., i0:i1, :] = torch.where(seen[..., None], acc / torch.where(seen, ell, 1.0)[..., None], 0.0)
+        log_l = torch.log(ell)
+        lse[..., i0:i1] = {"lse_m": m, "lse_log_l": log_l, "lse_l": m + ell, "lse_empty_zero":
+                           torch.where(seen, m + log_l, 0.0)}.get(kind, m + log_l)
+    return out, lse
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 3: the backward pass
+# ---------------------------------------------------------------------------------------------
+def backward(q, k, v, out, lse, grad_out, block_q, block_k, causal=False, kind="ok"):
+    """The tiled backward loop, right or with one typical mistake: (dq, dk, dv)."""
+    T_q, T_k, d = q.shape[-2], k.shape[-2], q.shape[-1]
+    scale = 1 / math.sqrt(d)
+    grad_scale = {"no_scale": 1.0, "scale_twice": scale * scale}.get(kind, scale)
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    D = (grad_out * out).sum(dim=-2 if kind == "D_wrong_axis" else -1)        # (..., T_q) (wrong axis: (..., d_v))
+    if kind == "full_P":                                                      # the whole P at once: T_q x T_k
+        s = q @ k.transpose(-2, -1) * scale
+        if causal:
+            s = s.masked_fill(~torch.ones(T_q, T_k, dtype=torch.bool).tril(), NEG_INF)
+        p = torch.exp(s - lse[..., None])
+        dp = grad_out @ v.transpose(-2, -1)
+        ds = p * (dp - D[..., None])
+        return ds @ k * scale, ds.transpose(-2, -1) @ q * scale, p.transpose(-2, -1) @ grad_out
+    for i0 in range(0, T_q, block_q):
+        i1 = min(i0 + block_q, T_q)
+        q_i, do_i = q[..., i0:i1, :], grad_out[..., i0:i1, :]
+        for j0 in range(0, T_k, block_k):
+            j1 = min(j0 + block_k, T_k)
+            if causal and kind != "all_tiles" and j0 > i1 - 1:
+                continue
+            s = q_i @ k[..., j0:j1, :].transpose(-2, -1) * (1.0 if kind == "p_no_scale" else scale)
+            if causal and kind != "no_diag_mask":
+                s = s.masked_fill(torch.arange(j0, j1)[None, :] > torch.arange(i0, i1)[:, None], NEG_INF)
+            lse_i = lse[..., i0:i1] if kind == "lse_no_axis" else lse[..., i0:i1, None]   # (no axis: over columns)
+            p = torch.softmax(s, dim=-1) if kind == "p_softmax_tile" else torch.exp(s - lse_i)
+            dp = do_i @ v[..., j0:j1, :].transpose(-2, -1)
+            if kind == "no_D":
+                ds = p * dp
+            elif kind == "D_tile":                                           # D from this tile only
+                ds = p * (dp - (p * dp).sum(dim=-1, keepdim=True))
+            else:
+                ds = p * (dp - (D[..., i0:i1] if kind == "D_no_axis" else D[..., i0:i1, None]))
+            dv_tile = (p @ do_i) if kind == "dv_no_transpose" else p.transpose(-2, -1) @ do_i
+            dk_tile = (ds @ q_i if kind == "dk_no_transpose" else ds.transpose(-2, -1) @ q_i) * grad_scale
+            if kind == "dk_scale_twice":
+                dk_tile = dk_tile * scale
+            dq_tile = ds @ k[..., j0:j1, :] * (1.0 if kind == "dq_no_scale" else grad_scale)
+            if kind == "overwrite":
+                dq[..., i0:i1, :], dk[..., j0:j1, :], dv[..., j0:j1, :] = dq_tile, dk_tile, dv_tile
+            else:
+                dq[..., i0:i1, :] += dq_tile
+                dk[..., j0:j1, :] += dk_tile
+                dv[..., j0:j1, :] += dv_tile
+    return dq, dk, dv
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 4: linear attention
+# ---------------------------------------------------------------------------------------------
+def phi(x):
+    return F.elu(x) + 1
+
+
+def _identity(x):
+    return x
+
+
+def quadratic(q, k, v, fq=phi, fk=phi, axis=-1):
+    """The kernel's quadratic form, weights normalised over `axis` (-1: over the keys, right)."""
+    a = fq(q) @ fk(k).transpose(-2, -1)                   # (..., T_q, T_k)
+    return (a / a.sum(dim=axis, keepdim=True)) @ v
+
+
+def linear(q, k, v, kind="ok"):
+    """Linear attention, right or with one typical mistake."""
+    if kind == "phi_missing":
+        return quadratic(q, k, v, _identity, _identity)
+    if kind == "phi_q_only":
+        return quadratic(q, k, v, phi, _identity)
+    if kind == "phi_k_only":
+        return quadratic(q, k, v, _identity, phi)
+    if kind == "elu_no_plus1":
+        return quadratic(q, k, v, F.elu, F.elu)
+    if kind == "relu":
+        return quadratic(q, k, v, F.relu, F.relu)
+    if kind == "scaled":
+        return quadratic(q / math.sqrt(q.shape[-1]), k, v)
+    if kind == "softmax":
+        return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1) @ v
+    if kind == "normalised_over_queries":
+        return quadratic(q, k, v, axis=-2)
+    phi_q, phi_k = phi(q), phi(k)
+    S = phi_k.transpose(-2, -1) @ (phi(v) if kind == "phi_v" else v)     # (..., d_k, d_v)
+    if kind == "no_denominator":
+        return phi_q @ S
+    z = phi_k.sum(dim=-1 if kind == "z_wrong_axis" else -2)              # (..., d_k) (wrong axis: (..., T_k))
+    if kind == "denominator_broadcast":                                   # (..., T_q) divides the columns
+        return (phi_q @ S) / (phi_q * z[..., None, :]).sum(dim=-1)
+    return (phi_q @ S) / (phi_q @ z[..., None])

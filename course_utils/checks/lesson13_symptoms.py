@@ -1,0 +1,203 @@
+"""What lesson 13's checks say, mistake by mistake, in the lesson's notation: {kind: symptom} for each exercise
+(the kinds are those of lesson13_mistakes.py, plus the properties the probes test: two passes, tiles above the
+diagonal computed, a T_q x T_k tensor built); and `name(...)`, which says the symptom of the first mistake
+whose values an answer has."""
+import numpy as np
+
+from .core import ExerciseError, to_numpy
+
+
+def same(a, b, atol=1e-5, rtol=1e-4):
+    """Equal values, NaN and inf included (a mistake's NaN falls where the answer's does)."""
+    if a is None or b is None or not hasattr(a, "shape") or not hasattr(b, "shape"):
+        return False
+    a, b = to_numpy(a).astype(np.float64), to_numpy(b).astype(np.float64)
+    return a.shape == b.shape and np.allclose(a, b, atol=atol, rtol=rtol, equal_nan=True)
+
+
+def variant(function, *args, **kwargs):
+    """A mistake's values, or None where that mistake cannot even run on these inputs (a shape mismatch)."""
+    try:
+        with np.errstate(all="ignore"):
+            return function(*args, **kwargs)
+    except (RuntimeError, ValueError, IndexError):
+        return None
+
+
+def name(actual, expected, symptoms, values, atol=1e-5, rtol=1e-4):
+    """Raise the symptom of the first mistake (`symptoms`: {kind: message}) whose values (`values(kind)`,
+    computed only when the answer is wrong) the answer has. actual/expected may be tuples, compared whole."""
+    pack = actual if isinstance(actual, tuple) else (actual,)
+    want = expected if isinstance(expected, tuple) else (expected,)
+    if all(same(a, e, atol, rtol) for a, e in zip(pack, want)):
+        return
+    for kind, symptom in symptoms.items():
+        got = values(kind)
+        got = got if isinstance(got, tuple) else (got,)
+        if got[0] is not None and all(same(a, w, atol, rtol) for a, w in zip(pack, got)):
+            raise ExerciseError(symptom)
+
+
+NO_GUARD = ("NaN where a whole block is −∞ (a masked row, or its first block): there m_new = −∞ and exp(−∞ − (−∞)) "
+            "is NaN. Subtract a 'safe' maximum, 0 where m_new = −∞ (torch.where(torch.isneginf(m_new), 0, m_new)): "
+            "exp(−∞ − 0) = 0 as it should")
+ONLINE = {
+    "max_wrong_axis": ("m has one value per COLUMN of a block: take each row's maximum over the block's columns "
+                       "(dim=-1)"),
+    "max_all": ("m is one number for the whole block: take each ROW's maximum over the block's columns "
+                "(block.amax(dim=-1)), one value per row"),
+    "stale_max": ("m is not the running maximum: after each block set m = m_new = max(m, max of the block) (the "
+                  "maximum is never updated, so the next rescaling uses a stale m)"),
+    "no_guard": NO_GUARD,
+    "no_rescale": ("l is too large: when a block raises the maximum, the old normaliser must be rescaled, "
+                   "l = l·e^(m_old − m_new) + Σ exp(x_block − m_new) (it was a sum of exponentials measured from the "
+                   "old maximum)"),
+    "flipped": ("l is rescaled by e^(m_new − m_old): the factor is e^(m_old − m_new) ≤ 1, since the old terms "
+                "exp(x − m_old) become exp(x − m_new) = exp(x − m_old)·e^(m_old − m_new)"),
+    "old_max": ("l is inf or NaN: the block's terms are measured from the OLD maximum, exp(x − m_old) (−∞ before the "
+                "first block): measure them from the new one, exp(x_block − m_new)"),
+    "init_zero": ("m starts at 0: start from m = −∞ (a row whose entries are all negative has a negative maximum, and "
+                  "a row with nothing allowed keeps m = −∞)"),
+    "no_shift": ("l is Σ exp(x), not measured from the maximum: keep l = Σ exp(x − m), rescaled by e^(m_old − m_new) "
+                 "when the maximum grows (exp of a large score overflows)"),
+    "two_loops": ("your function went over the blocks a second time (a second loop): the online softmax is ONE pass. "
+                  "Update m and l together from each block as it arrives; when a block raises the maximum, rescale l "
+                  "by e^(m_old − m_new)"),
+    "list": ("m or l came out NaN because a block was read again after the next one had arrived (a block is gone "
+             "once passed), yet your function is right when it may keep every block: that is two passes over the "
+             "row (e.g. the whole row's maximum first, or the blocks gathered with list() or torch.cat). The online "
+             "softmax reads each block ONCE, as it arrives: update m and l from it, then take the next"),
+}
+ONLINE["flipped_safe"] = ONLINE["flipped"]
+MERGE = {
+    "first_max": "m is not max(m1, m2): the merged maximum is the larger of the two",
+    "no_rescale": ("l = l1 + l2 adds normalisers measured from different maxima: rescale each to the common maximum "
+                   "m = max(m1, m2), l = l1·e^(m1 − m) + l2·e^(m2 − m)"),
+    "flipped": ("the normalisers are rescaled by e^(m − m1) and e^(m − m2): the factors are e^(m1 − m) and "
+                "e^(m2 − m), both ≤ 1"),
+    "no_guard": NO_GUARD,
+}
+MERGE["flipped_safe"] = MERGE["flipped"]
+_SKIP_RULE = "skip a tile when its first key comes after the block's last query, j0 > i1 − 1"
+TILED = {
+    "acc_not_rescaled": ("the accumulator is not rescaled: when the maximum grows, acc = acc·e^(m_old − m_new) + "
+                         "P V_j, exactly as l is (acc holds Σ exp(s − m_old) v, measured from the old maximum)"),
+    "l_not_rescaled": ("l is not rescaled: when the maximum grows, l = l·e^(m_old − m_new) + rowsum(P), exactly as acc "
+                       "is (both are sums measured from the running maximum)"),
+    "divide_inside": ("the output is divided by l inside the loop over the key blocks (normalising at every step): "
+                      "keep acc unnormalised while the key blocks come in, and divide once, out = acc / l, after the "
+                      "last one"),
+    "scale_d": "the scores are divided by d_k instead of √d_k: S_ij = Q_i K_jᵀ / √d_k",
+    "no_scale": "the scores are not scaled: S_ij = Q_i K_jᵀ / √d_k",
+    "scale_times": "the scores are multiplied by √d_k: divide them, S_ij = Q_i K_jᵀ / √d_k",
+    "drop_tail": ("the last positions are missing: when the block size does not divide T, the last block is shorter; "
+                  "loop with range(0, T, block) and slice up to min(start + block, T)"),
+    "no_guard": ("a query whose every key is masked gives NaN (0/0, or exp(−∞ − (−∞))): such a query has l = 0; "
+                 "subtract a safe maximum (0 where m = −∞) and give it a zero output"),
+    "wrong_side": ("the tiles BELOW the diagonal are skipped: with a causal mask, " + _SKIP_RULE + " (above the "
+                   "diagonal); the tiles below it are fully visible"),
+    "skip_ge": ("the causal test is off by one at a block edge: a tile whose first key j0 is the block's LAST query "
+                "i1 − 1 was skipped, though that query sees that key (j ≤ i): " + _SKIP_RULE),
+    "skip_diag": ("the tiles on the diagonal are skipped: a tile that holds both earlier and later keys must be "
+                  "computed, with the element-wise causal mask; " + _SKIP_RULE),
+    "diag_full": ("the tiles on the diagonal are treated as fully visible: a tile that holds both earlier and later "
+                  "keys needs the element-wise causal mask (key j visible from query i iff j ≤ i) before the softmax"),
+    "local_idx": ("the element-wise causal mask is built from positions within the tile (0, 1, ...): compare the "
+                  "GLOBAL positions, key j0 + c against query i0 + r (they differ when the tiles are not square "
+                  "or not aligned)"),
+    "inverted_causal": ("the causal mask is inverted: key j is visible from query i iff j ≤ i (on and below the "
+                        "diagonal), and masked_fill puts −∞ where the mask is False"),
+    "causal_ignored": ("with causal=True the queries see later keys: skip the tiles above the diagonal and mask the "
+                       "diagonal tiles element-wise"),
+    "empty_rows": ("only the rows of queries with no key allowed are wrong: their output must be zeros (they have "
+                   "l = 0: give them 0, not acc / l)"),
+    "mask_not_broadcast": ("your function failed with a mask of shape {shape}: a mask only has to BROADCAST to "
+                           "(..., T_q, T_k) (a padding mask has size 1 on the query axis): torch.broadcast_to(mask, "
+                           "(..., T_q, T_k)) first, a view, then slice its tile [..., i0:i1, j0:j1]"),
+    "mask_ignored": "the mask is ignored: set the scores of masked keys to −∞ in every tile (mask[..., i0:i1, j0:j1])",
+    "inverted_mask": ("the mask is inverted: True means 'may attend', so −∞ goes where the mask is False "
+                      "(s.masked_fill(~mask_tile, −∞))"),
+    "lse_m": "lse is the running maximum m alone: the log-sum-exp is L = m + log l",
+    "lse_log_l": "lse is log l alone: add the maximum it was measured from, L = m + log l",
+    "lse_l": "lse is m + l: the log-sum-exp is L = m + log l",
+    "lse_empty_zero": ("the log-sum-exp of a query with no key allowed must be −∞ (the log of a sum of nothing: "
+                       "m = −∞, l = 0), not a number"),
+    "leak": ("with causal=True the outputs of earlier positions change when only later keys and values change: "
+             "query i must see keys j ≤ i only (skip the tiles above the diagonal, mask the diagonal ones)"),
+    "all_tiles": ("with causal=True the tiles above the diagonal are computed (and masked): the outputs of queries "
+                  "{rows} turned NaN or changed when only the values of later keys, which they may not see, were set "
+                  "to inf (0 · inf = NaN: their weights of 0 were multiplied by those values). Never compute such a "
+                  "tile, that is the point of the causal part: " + _SKIP_RULE),
+    "extra_tile": ("the causal test is off by one at a block edge: the tile just above the diagonal (first key "
+                   "j0 = i1, right after the block's last query) is computed, {rows} (found by setting those keys' "
+                   "values to inf: 0 · inf = NaN): " + _SKIP_RULE),
+    "quadratic": ("{symptom}: compute ONE tile of scores at a time (block_q x block_k), and build the causal mask of "
+                  "a tile from its positions; nothing of size T_q x T_k may exist (the point of tiling: memory that "
+                  "grows as T, not T²)"),
+    "returns_P": ("your forward pass returns a T_q x T_k tensor besides out and lse: keep nothing of that size for "
+                  "the backward pass; L, one number per query, is enough to recompute P tile by tile"),
+}
+TILED["divide_inside_twice"] = TILED["divide_inside"]
+TILED["wrong_side_unmasked"] = TILED["wrong_side"]
+BACKWARD = {
+    "no_D": ("dS = P ∘ dP: the term D_i is missing. dS = P ∘ (dP − D_i), with D_i = rowsum(dO_i ∘ O_i), one number "
+             "per query (the softmax subtracts the weighted mean of dP)"),
+    "D_wrong_axis": ("D is summed over the wrong axis: D_i = Σ_c dO_ic O_ic is one number per QUERY, the sum over the "
+                     "features (dim=-1), shape (..., T_q)"),
+    "D_no_axis": ("D_i is subtracted along the wrong axis: D holds one number per QUERY, so it is subtracted from "
+                  "each ROW of dP_ij; give it a last axis, D[..., i0:i1, None] (without it, it runs along the keys)"),
+    "lse_no_axis": ("L_i is subtracted along the wrong axis: P_ij = exp(S_ij − L_i) subtracts each query's L from its "
+                    "ROW; give lse a last axis, lse[..., i0:i1, None] (without it, it runs along the keys)"),
+    "D_tile": ("D is computed from one tile, rowsum(P_ij ∘ dP_ij): D_i sums over ALL the keys of the row; compute it "
+               "once per query from the output, D_i = rowsum(dO_i ∘ O_i)"),
+    "no_scale": "dq and dk miss the factor 1/√d_k: S = QKᵀ/√d_k, so dQ = dS K/√d_k and dK = dSᵀ Q/√d_k",
+    "scale_twice": ("dq and dk are scaled by 1/d_k: the factor 1/√d_k is applied twice (once is right: "
+                    "dQ = dS K/√d_k, dK = dSᵀ Q/√d_k)"),
+    "dq_no_scale": "dq misses the factor 1/√d_k: dQ_i = dS_ij K_j / √d_k (dk has it)",
+    "dk_scale_twice": ("dk is scaled by 1/√d_k twice: dK = dSᵀ Q/√d_k (if you scaled q before the product, do not "
+                       "scale dk again)"),
+    "p_no_scale": ("the recomputed P leaves out the scale: P_ij = exp(Q_i K_jᵀ/√d_k − L_i), the same scores as in "
+                   "the forward pass"),
+    "p_softmax_tile": ("P is recomputed as the softmax of one tile: each row's weights are normalised over ALL its "
+                       "keys; use the forward pass's log-sum-exp, P_ij = exp(S_ij − L_i)"),
+    "no_diag_mask": ("with causal=True the tiles on the diagonal are used unmasked: recompute P with the same "
+                     "element-wise causal mask as the forward pass (key j visible from query i iff j ≤ i)"),
+    "dv_no_transpose": ("dV_j = P_ijᵀ dO_i: P is not transposed (each key gathers the gradients of the queries that "
+                        "read it)"),
+    "dk_no_transpose": "dK_j = dS_ijᵀ Q_i: dS is not transposed",
+    "overwrite": ("dq, dk and dv are overwritten by each tile: ACCUMULATE them over the tiles (dq[..., i0:i1, :] += "
+                  "..., likewise dk and dv)"),
+    "all_tiles": ("with causal=True the backward pass computes the tiles above the diagonal: dq of queries {rows} "
+                  "turned NaN or changed when only the values of later keys, which they may not see, were set to inf "
+                  "(0 · inf = NaN). Skip those tiles as the forward pass does: " + _SKIP_RULE),
+    "quadratic": ("{symptom}: that is P or S of the whole sequence. Recompute P one tile at a time from q, k and L, "
+                  "use it for the tile's share of dq, dk, dv, and drop it: nothing of size T_q x T_k is kept between "
+                  "the passes or built in the backward one"),
+}
+LINEAR = {
+    "no_denominator": ("the output is not normalised: divide φ(q_t)ᵀ(Σ_j φ(k_j) v_jᵀ) by φ(q_t)ᵀ Σ_j φ(k_j), the sum "
+                       "of the kernel over the keys, so that the weights of each query sum to 1"),
+    "phi_missing": ("φ is missing: linear attention needs positive features, φ(x) = elu(x) + 1, applied to q and to k "
+                    "(with raw q·k the 'weights' can be negative and the denominator 0)"),
+    "phi_q_only": "φ is applied to q only: apply φ(x) = elu(x) + 1 to the keys too",
+    "phi_k_only": "φ is applied to k only: apply φ(x) = elu(x) + 1 to the queries too",
+    "elu_no_plus1": ("φ(x) = elu(x) is negative for x < 0: the feature map is elu(x) + 1 > 0, so that every weight "
+                     "φ(q)·φ(k) is positive"),
+    "relu": ("φ(x) = relu(x) is 0 for every negative entry (a query or key can then get no weight at all): the "
+             "feature map is elu(x) + 1 > 0"),
+    "denominator_broadcast": ("the denominator divides the wrong axis: φ(q_t)ᵀ z is one number per QUERY; divide each "
+                              "row of φ(q) S by it (keep its last axis of size 1, e.g. (φ(q) @ z)[..., None])"),
+    "phi_v": ("φ is applied to the values too: only q and k go through φ (the kernel φ(q)·φ(k) replaces exp(q·k)); "
+              "the values enter as they are"),
+    "z_wrong_axis": ("the denominator sums φ(k) over the wrong axis: z = Σ_j φ(k_j) sums over the KEYS (dim=-2), one "
+                     "vector of d_k numbers"),
+    "normalised_over_queries": ("the weights are normalised over the queries: each query's weights sum to 1 over "
+                                "the keys, φ(q_t)ᵀ z with z = Σ_j φ(k_j)"),
+    "scaled": ("q and k are scaled by 1/√d before φ: linear attention applies φ to q and k as they are (there is no "
+               "softmax to keep from saturating)"),
+    "softmax": ("this is softmax attention: linear attention replaces exp(q·k/√d) by the kernel φ(q)·φ(k), "
+                "φ(x) = elu(x) + 1"),
+    "quadratic": ("{symptom}: that is the T_q x T_k matrix of weights φ(q_t)·φ(k_j), which linear attention never "
+                  "forms. Compute S = Σ_j φ(k_j) v_jᵀ (d_k x d_v) and z = Σ_j φ(k_j) first, then φ(q) S / φ(q) z: "
+                  "time and memory linear in T"),
+}
