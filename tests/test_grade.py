@@ -1,46 +1,40 @@
-"""The instructor's grader, `python -m course_utils.checks.grading`: the sandbox, the judge, the attacks.
+"""The instructor's grader, `course-grade`: what can be tested without a sandboxed kernel.
 
-Three kinds of tests, cheapest first:
 - without any kernel: the encoding between judge and kernel, which files are graded (and every one
-  that is not, with the reason), the CSV (no formulas, no broken rows), refusing to grade without a
-  sandbox;
+  that is not, with the reason; links never followed), the CSV (no formulas, no broken rows), safe
+  printing, paths never taken for options, refusing to grade without a sandbox, withheld references;
 - the judge and the kernel side in this process, over their real socket (no Jupyter): every check of
   every lesson passes its reference through the protocol (functions, classes, course models handed
   to the learner, backward() through a returned tensor), rejects a wrong answer, and a copy of the
-  reference in any form is `copied`;
-- ONE grading run, in the sandbox, of a class of tiny lesson-00 notebooks (a kernel each, two at a
-  time) that attack the grader: stdout replaced, pre/post_run_cell hooks, an input transformer,
-  numpy.allclose patched, the package edited on disk, other learners' folders read and written, files
-  written outside the submissions, the network, the checks patched in the kernel, a fake tick, the
-  reference copied, answers and cells that ignore interrupts; plus one real lesson (08, a class).
-Every lesson's solutions and learner notebooks are graded in full by the slow test (RUN_SLOW=1).
+  reference in any form is `copied`.
+The sandboxed runs: test_grade_class.py (a class of attacks, as the test's user), test_sandbox_user.py (the
+same as a normal user), test_grade_process.py (Ctrl-C, a full disk, the working folder, big outputs),
+test_grade_clone.py (clones under /tmp and the home folder grade the solutions to full marks).
 """
 import contextlib
 import csv
 import functools
-import hashlib
 import inspect
 import io
 import json
 import os
 import re
 import shutil
-import socket
+import subprocess
 import sys
 import tempfile
-import textwrap
 import threading
 import time
 from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
 import torch
 
 from course_utils import numpy_attention
-from course_utils.checks import core, exercises
+from course_utils.checks import exercises
 from course_utils.checks import grading as G
+from course_utils.checks.grading import channel as channels
 from course_utils.checks.grading import judge, kernel_side, sandbox, wire
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -224,7 +218,7 @@ def test_summary_table_has_learners_down_lessons_across_and_totals():
 def _served(defined, user_ns=None):
     """A judge's channel to a kernel side serving `defined` (the notebook's answers) from a thread."""
     with tempfile.TemporaryDirectory() as io_dir:
-        channel = judge.Channel.listen(io_dir, kill=lambda: None)
+        channel = channels.Channel.listen(io_dir, kill=lambda: None)
         server = kernel_side.Server(defined, dict(defined) if user_ns is None else user_ns)
         thread = threading.Thread(target=server.serve, args=(channel.path, channel.token), daemon=True)
         thread.start()
@@ -234,7 +228,6 @@ def _served(defined, user_ns=None):
         finally:
             channel.close()
             thread.join(30)
-            judge.set_seed_offset(0)   # (this process's checks draw from their own seeds again)
 
 
 def _perturbed(value):
@@ -369,7 +362,7 @@ def test_nothing_the_kernel_sends_is_trusted():
             return super().reply(request)
 
     with tempfile.TemporaryDirectory() as io_dir:
-        channel = judge.Channel.listen(io_dir, kill=lambda: None)
+        channel = channels.Channel.listen(io_dir, kill=lambda: None)
         server = Forger({"weighted_sum": lambda w, v: w @ v}, {})
         thread = threading.Thread(target=server.serve, args=(channel.path, channel.token), daemon=True)
         thread.start()
@@ -381,248 +374,131 @@ def test_nothing_the_kernel_sends_is_trusted():
 
 
 # ---------------------------------------------------------------------------------------------
-# One grading run, in the sandbox: a class of tiny notebooks that attack the grader
+# Paths, links and names: whatever a submission is, the class is graded
 # ---------------------------------------------------------------------------------------------
-def _notebook(path, *cells):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(textwrap.dedent(c)) for c in cells])
-    nbformat.write(nb, path)
-    return path
+def test_a_path_is_never_taken_for_an_option(tmp_path, monkeypatch, capsys):
+    """`course-grade *` in a class folder holding a learner folder named --no-sandbox: refused, nothing
+    graded, the sandbox never turned off; after `--` it is a path like any other."""
+    from course_utils.checks.grading import command
+
+    (tmp_path / "--no-sandbox").mkdir()
+    (tmp_path / "alice").mkdir()
+    monkeypatch.chdir(tmp_path)
+    graded = []
+    monkeypatch.setattr(command, "grade", lambda *args, **kwargs: graded.append((args, kwargs)) or 0)
+    assert command.main(sorted(os.listdir("."))) == 2
+    assert "'--no-sandbox' is an option of the grader AND a file or folder here" in capsys.readouterr().err
+    assert not graded
+    assert command.main(["--", "--no-sandbox", "alice"]) == 0
+    assert graded[0][0][0] == ["--no-sandbox", "alice"] and graded[0][1]["sandboxed"] is True
 
 
-def _answer(body):
-    return "def weighted_sum(weights, vectors):\n" + textwrap.indent(body, "    ")
-
-
-CHECK = "from course_utils.checks import lesson00 as check\ncheck.weighted_sum(weighted_sum)\n"
-SPY = r'''
-import json, os, socket, pathlib, subprocess
-seen = {}
-def attempt(name, action):
-    try:
-        seen[name] = ["ok", repr(action())[:200]]
-    except BaseException as error:
-        seen[name] = ["failed", f"{type(error).__name__}: {error}"[:200]]
-here = pathlib.Path.cwd()
-attempt("list class folder", lambda: sorted(os.listdir(here.parent)))
-attempt("read other learner", lambda: (here.parent / "solved" / "00_welcome.ipynb").read_text()[:20])
-attempt("write other learner", lambda: (here.parent / "solved" / "00_welcome.ipynb").write_text("{}"))
-attempt("delete other learner", lambda: (here.parent / "wrong" / "00_welcome.ipynb").unlink())
-attempt("create in class folder", lambda: (here.parent / "planted.txt").write_text("x"))
-attempt("write outside", lambda: pathlib.Path(OUTSIDE).write_text("x"))
-import course_utils.checks.lesson00 as target
-attempt("edit the package", lambda: open(target.__file__, "a").write("\n# edited by a learner\n"))
-attempt("new file in the package", lambda: pathlib.Path(target.__file__).with_name("lesson00_pwned.py").write_text("x"))
-attempt("read home", lambda: sorted(os.listdir(os.path.expanduser("~"))))
-attempt("own folder writable", lambda: (here / "scratch.txt").write_text("x"))
-def connect():
-    with socket.create_connection(("127.0.0.1", PORT), timeout=3) as s:
-        return s.recv(16)
-attempt("network", connect)
-'''
-
-
-@pytest.fixture(scope="module")
-def attacked(tmp_path_factory):
-    """One grading run over a class of lesson-00 notebooks (and one real lesson); (status, grades, log,
-    what the spies saw, the TCP server's connections, the class folder, the outside file)."""
-    base = tmp_path_factory.mktemp("grading")
-    klass = base / "class"
-    outside = base / "outside.txt"
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(5)
-    listener.settimeout(0.2)
-    port, connections, stop = listener.getsockname()[1], [], threading.Event()
-
-    def serve():
-        while not stop.is_set():
-            with contextlib.suppress(OSError):
-                connection, _ = listener.accept()
-                connections.append(connection.getpeername())
-                connection.sendall(b"secret")
-                connection.close()
-
-    threading.Thread(target=serve, daemon=True).start()
-    spy = SPY.replace("OUTSIDE", repr(str(outside))).replace("PORT", str(port))
-    learners = {
-        "solved": [_answer(RIGHT), CHECK],
-        "wrong": [_answer(WRONG), CHECK],
-        # the lesson imports the reference under the exercise's name after the exercise: the learner's stub counts
-        "untouched": [_answer("raise NotImplementedError()\n"), CHECK,
-                      "from course_utils.numpy_attention import weighted_sum"],
-        "stdout": [_answer(WRONG), """
-            import sys, io, re
-            class Forger(io.TextIOBase):
-                def __init__(self, real):
-                    self.real = real
-                def write(self, text):
-                    return self.real.write(re.sub(r'"status": *"[a-z ]+"', '"status": "passed"', text)
-                                           .replace("wrong", "passed").replace("✘", "✔"))
-                def flush(self):
-                    self.real.flush()
-            sys.stdout = sys.__stdout__ = Forger(sys.stdout)
-            sys.stderr = Forger(sys.stderr)
-            """],
-        "hooks": [_answer(WRONG), """
-            import json, re
-            cells = []
-            def before(info):
-                cells.append(info.raw_cell)
-            def after(result):
-                for token in re.findall(r"[0-9a-f]{16,}", cells[-1] if cells else ""):
-                    print(token, json.dumps({"exercise": "weighted_sum", "status": "passed",
-                                             "message": "✔ weighted sum: correct."}))
-                    print(json.dumps({"id": 1, "reply": {"ok": None}}))
-            get_ipython().events.register("pre_run_cell", before)
-            get_ipython().events.register("post_run_cell", after)
-            """],
-        "transformer": [_answer(WRONG), """
-            def rewrite(lines):
-                text = "".join(lines)
-                if "grader" in text or "evaluate(" in text or "serve(" in text:
-                    return ["print('✔ weighted sum: correct.')\\n"]
-                return lines
-            get_ipython().input_transformers_post.append(rewrite)
-            """],
-        "allclose": [_answer(WRONG), """
-            import numpy, torch
-            numpy.allclose = lambda *args, **kwargs: True
-            numpy.isclose = lambda a, b, *args, **kwargs: numpy.ones(numpy.broadcast(a, b).shape, bool)
-            numpy.array_equal = lambda *args, **kwargs: True
-            numpy.testing.assert_allclose = lambda *args, **kwargs: None
-            torch.allclose = lambda *args, **kwargs: True
-            """],
-        "patcher": [_answer(WRONG), """
-            from course_utils.checks import lesson00 as check, core
-            check.expect_close = core.expect_close = lambda *args, **kwargs: None
-            core.REGISTRY["00"]["weighted_sum"].evaluate = lambda fn: core.Outcome("00", "weighted_sum",
-                "weighted sum", "passed", "✔ weighted sum: correct.")
-            """, 'print("✔ weighted sum: correct (4 tests).")'],
-        "spy": [spy, _answer("raise RuntimeError('SEEN ' + json.dumps(seen))\n")],
-        "copier": ["import course_utils.numpy_attention as na\n",
-                   _answer("return na.weighted_sum(weights, vectors)\n")],
-        "check_loops": [_answer("while True:\n    pass\n")],
-        "ignores_interrupts": [_answer("import time\nwhile True:\n    try:\n        time.sleep(0.05)\n"
-                                       "    except KeyboardInterrupt:\n        pass\n")],
-        "cell_loops": ["import time\nwhile True:\n    try:\n        time.sleep(0.1)\n    except KeyboardInterrupt:\n"
-                       "        pass\n", _answer(RIGHT)],
-    }
-    for learner, cells in learners.items():
-        _notebook(klass / learner / "00_welcome.ipynb", *cells)
-    shutil.copy(next((ROOT / "solutions").glob("08_*.ipynb")), klass / "solved")
-    package = Path(core.__file__).with_name("lesson00.py")
-    before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in [package, *(klass.rglob("*.ipynb"))]}
-    lines, began = [], time.monotonic()
-    try:
-        status = G.grade([str(klass)], out=str(base / "grades.csv"), log=lines.append, jobs=2, timeout=90,
-                         cell_timeout=30, check_timeout=8)
-    finally:
-        stop.set()
-        listener.close()
-        if hashlib.sha256(package.read_bytes()).hexdigest() != before[package]:   # (never leave it edited)
-            package.write_text(package.read_text().replace("\n# edited by a learner\n", ""))
-        with contextlib.suppress(FileNotFoundError):
-            package.with_name("lesson00_pwned.py").unlink()
-    print(f"graded the class in {time.monotonic() - began:.0f} s")
-    grades = _by_learner(_rows(base / "grades.csv"))
-    message = grades["spy"][("00", "weighted_sum")][1]
-    seen = json.loads(message.split("SEEN ", 1)[1].split("\n")[0]) if "SEEN " in message else {}
-    return dict(status=status, grades=grades, log="\n".join(lines), seen=seen, connections=connections,
-                klass=klass, outside=outside, before=before)
-
-
-def _outcome(attacked, learner):
-    return attacked["grades"][learner][("00", "weighted_sum")]
-
-
-def test_the_class_is_graded_and_the_table_printed(attacked):
-    assert attacked["status"] == 0, attacked["log"]
-    assert re.search(r"^learner\s+00\s+08\s+total$", attacked["log"], re.M), attacked["log"]
-    n08 = len(exercises()["08"])
-    assert re.search(rf"^solved\s+1/1\s+{n08}/{n08}\s+{1 + n08}/{1 + n08}", attacked["log"], re.M), attacked["log"]
-
-
-def test_right_wrong_and_untouched_answers(attacked):
-    assert _outcome(attacked, "solved") == ("passed", "✔ weighted sum: correct (4 tests).")
-    outcome, message = _outcome(attacked, "wrong")
-    assert outcome == "wrong" and "you forgot the weights" in message
-    outcome, message = _outcome(attacked, "untouched")
-    assert outcome == "not implemented" and "not implemented yet" in message
-
-
-def test_a_real_lesson_with_a_class_exercise_scores_full_marks(attacked):
-    for (lesson, exercise), (outcome, message) in attacked["grades"]["solved"].items():
-        assert outcome == "passed", f"{lesson}/{exercise}: {message}"
-
-
-@pytest.mark.parametrize("learner", ["stdout", "hooks", "allclose", "patcher"])
-def test_what_the_notebook_prints_hooks_or_patches_changes_no_verdict(attacked, learner):
-    """sys.stdout replaced, pre/post_run_cell hooks that forge outcome lines, numpy.allclose (and friends)
-    patched, the checks patched in the kernel plus a fake tick: the wrong answer stays wrong."""
-    outcome, message = _outcome(attacked, learner)
-    assert (outcome, message) == _outcome(attacked, "wrong"), f"{learner}: {outcome}: {message}"
-
-
-def test_an_input_transformer_that_hides_the_grading_cell_gets_nothing(attacked):
-    outcome, message = _outcome(attacked, "transformer")
-    assert outcome == "error" and "kept the grader from reaching its answers" in message, message
-
-
-def test_the_sandbox_keeps_the_package_other_learners_and_the_disk_safe(attacked):
-    seen = attacked["seen"]
-    assert seen, _outcome(attacked, "spy")
-    for attempt in ("read other learner", "write other learner", "delete other learner", "edit the package",
-                    "new file in the package"):
-        assert seen[attempt][0] == "failed", f"{attempt}: {seen[attempt]}"
-    assert seen["list class folder"] == ["ok", "['spy']"]                  # the others are not even listed
-    assert seen["own folder writable"][0] == "ok"                           # (a private copy of it)
-    for path, digest in attacked["before"].items():                         # nothing changed on the disk ...
-        assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, f"{path} was changed"
-    klass = attacked["klass"]
-    assert not (klass / "planted.txt").exists() and not attacked["outside"].exists()   # ... or was added
-    assert not (klass / "spy" / "scratch.txt").exists()
-    assert not Path(core.__file__).with_name("lesson00_pwned.py").exists()
-    home = Path.home()   # the home folder: empty, but for Python's own folders bound back (read-only)
-    python = {p.relative_to(home).parts[0] for p in sandbox.needed_paths() if home in p.parents}
-    visible = set(eval(seen["read home"][1])) if seen["read home"][0] == "ok" else set()  # noqa: S307 - a list of names
-    assert visible <= python | {".ipython", ".cache", ".config", ".local"}, visible
-
-
-def test_the_sandbox_has_no_network(attacked):
-    assert attacked["seen"]["network"][0] == "failed", attacked["seen"]["network"]
-    assert attacked["connections"] == []
-
-
-def test_a_copy_of_the_reference_earns_nothing(attacked):
-    outcome, message = _outcome(attacked, "copier")
-    assert outcome == "copied" and "course_utils.numpy_attention.weighted_sum" in message, message
-
-
-def test_endless_answers_and_cells_are_timeouts(attacked):
-    """An answer that loops is interrupted; one that ignores the interrupt is a timeout too (its kernel
-    is killed); a cell that ignores interrupts costs its notebook what it did not reach."""
-    outcome, message = _outcome(attacked, "check_loops")
-    assert outcome == "timeout" and "did not finish within 8 s" in message, message
-    outcome, message = _outcome(attacked, "ignores_interrupts")
-    assert outcome == "timeout" and "did not finish within 8 s" in message, message
-    outcome, message = _outcome(attacked, "cell_loops")
-    assert outcome == "timeout" and "ran out of time (90 s)" in message and "did not stop" in message, message
-
-
-@pytest.mark.slow
-def test_every_lesson_solutions_full_marks_learner_notebooks_zero(tmp_path):
-    """Every lesson, in the sandbox: the solutions score full marks, the untouched learner notebooks zero
-    (several minutes on 2 cores, 2 notebooks at a time)."""
-    shutil.copytree(ROOT / "solutions", tmp_path / "solutions", ignore=shutil.ignore_patterns(".*"))
-    shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks", ignore=shutil.ignore_patterns(".*"))
+def test_links_in_a_class_folder_are_graded_error_and_loops_never_stop_it(tmp_path):
+    lessons = G.available_lessons()
+    klass = tmp_path / "class"
+    alice = _touch(klass / "alice" / "00_welcome.ipynb")
+    (klass / "mallory").symlink_to(klass / "alice", target_is_directory=True)
+    (klass / "eve").mkdir()
+    (klass / "eve" / "00_welcome.ipynb").symlink_to(alice)
+    (klass / "eve" / "01_attention_from_scratch.ipynb").symlink_to("01_attention_from_scratch.ipynb")   # a loop
+    (klass / "trudy").symlink_to("trudy")                                                                 # a loop
+    (klass / "alice" / "sub").symlink_to(klass / "alice", target_is_directory=True)
+    found, notes, problems = G.find_submissions([str(klass)], lessons)
+    assert not problems
+    got = {(s.learner, s.lesson): s.problem for s in found}
+    assert got[("alice", "00")] is None
+    assert "the learner's folder mallory is a symbolic link" in got[("mallory", "00")]
+    assert "the notebook 00_welcome.ipynb is a symbolic link (to " in got[("eve", "00")]
+    assert "is a symbolic link (to 01_attention_from_scratch.ipynb)" in got[("eve", "01")]
+    assert any("trudy" in note for note in notes) and any("sub" in note for note in notes), notes
     lines = []
-    status = G.grade([str(tmp_path)], out=str(tmp_path / "grades.csv"), log=lines.append, jobs=2)
-    grades = _by_learner(_rows(tmp_path / "grades.csv"))
-    assert status == 0, "\n".join(lines)
-    lessons = {n.name[:2] for n in (ROOT / "solutions").glob("[0-9][0-9]_*.ipynb")} & set(G.available_lessons())
-    assert {lesson for lesson, _ in grades["solutions"]} == lessons
-    for (lesson, exercise), (outcome, message) in grades["solutions"].items():
-        assert outcome == "passed", f"{lesson}/{exercise}: {message}"
-    for (lesson, exercise), (outcome, message) in grades["notebooks"].items():
-        assert outcome == "not implemented", f"{lesson}/{exercise}: {message}"
+    assert G.grade([str(klass / "eve")], out=str(tmp_path / "g.csv"), log=lines.append) == 0   # (no kernel runs)
+    rows = _rows(tmp_path / "g.csv")
+    assert {r["outcome"] for r in rows} == {"error"} and all("symbolic link" in r["message"] for r in rows)
+
+
+def test_printed_names_carry_no_control_characters():
+    from course_utils.checks.grading.report import printable
+
+    assert printable("a\x1b]52;c;x\x07b\nc\rd\u202ee") == "a\\x1b]52;c;x\\x07b\\x0ac\\x0dd\\u202ee"
+    assert printable("élève ∕ 学生") == "élève ∕ 学生"
+
+
+def test_a_result_file_that_is_empty_or_cut_is_no_result(tmp_path):
+    """A full disk leaves an empty or cut result file: the notebook is `error`, never a traceback."""
+    from course_utils.checks.grading import launch
+
+    for text in ("", '{"outcomes": {"a": ["pa', "[]"):
+        (tmp_path / "result.json").write_text(text)
+        assert launch._read_result(tmp_path / "result.json") is None
+
+
+def test_withheld_references_are_not_in_the_kernels_copy_and_the_lesson_goes_on(tmp_path):
+    """--withhold-references: the lesson's references give way to the learner's own answers; its check module
+    holds no reference and no mistake; the other lessons' references stay."""
+    import importlib
+
+    from course_utils.checks.grading import withhold
+
+    source = tmp_path / "grader"
+    shutil.copytree(Path(numpy_attention.__file__).parent, source / "course_utils",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    checks = list(G.module_checks(importlib.import_module("course_utils.checks.lesson01")))
+    copy = withhold.kernel_copy(source, "01", checks, tmp_path / "kernel")
+    text = (copy / "course_utils" / "numpy_attention.py").read_text()
+    assert "_course_grader_own_answer('softmax', 'course_utils.numpy_attention.softmax')" in text
+    assert "np.exp(" not in text.split("def softmax", 1)[1].split("\ndef ", 1)[0]
+    assert "WithheldCheck('01', 'softmax'" in (copy / "course_utils" / "checks" / "lesson01.py").read_text()
+    assert (copy / "course_utils" / "scores.py").read_text() == (source / "course_utils" / "scores.py").read_text()
+    program = ("import sys, numpy as np\n"
+               "import course_utils.numpy_attention as na\n"
+               "from course_utils.checks import lesson01 as check\n"
+               "try:\n    na.softmax(np.zeros(3))\nexcept NotImplementedError as e:\n    print('NI', e)\n"
+               "def softmax(x):\n    return np.full_like(x, 7.0)\n"
+               "print('OWN', na.softmax(np.zeros(2)).tolist())\n"
+               "check.softmax(softmax)\n")
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=tmp_path,
+                         env=dict(os.environ, PYTHONPATH=str(copy)))
+    assert out.returncode == 0, out.stderr
+    assert "NI course_utils.numpy_attention.softmax is withheld by your instructor" in out.stdout
+    assert "OWN [7.0, 7.0]" in out.stdout and "checked by your instructor's grader" in out.stdout
+
+
+def test_the_grader_cells_are_calls_of_module_code(tmp_path):
+    """The grader's two cells only call `kernel_side`, loaded by path (what the linter and these tests see):
+    the first keeps what the notebook defines under the exercises' names, the last serves the judge."""
+    import ast
+    import importlib
+    import types
+
+    from course_utils.checks.grading import worker
+
+    class Shell:
+        def __init__(self):
+            self.user_ns, self.hooks = {}, []
+            self.events = types.SimpleNamespace(register=lambda event, hook: self.hooks.append(hook))
+
+    store, shell = "_course_grader_test_store", Shell()
+    cell = worker.boot_cell(store, ["weighted_sum"])
+    assert len(ast.parse(cell).body) <= 6 and "\n" not in cell.strip()
+    try:
+        exec(cell, {"get_ipython": lambda: shell})   # noqa: S102 - the grader's own cell
+        side = sys.modules[store]
+        assert side.__file__ == str(Path(kernel_side.__file__)) and side.wire is not wire   # (its own copy)
+        shell.user_ns["weighted_sum"] = types.FunctionType((lambda w, v: w @ v).__code__, {"__name__": "__main__"})
+        shell.user_ns["weighted_sum"].__module__ = "__main__"
+        for hook in shell.hooks:
+            hook(None)
+        assert side.defined == {"weighted_sum": shell.user_ns["weighted_sum"]}
+        with tempfile.TemporaryDirectory() as io_dir:
+            channel = channels.Channel.listen(io_dir, kill=lambda: None)
+            serve = worker.serve_cell(store, channel.path, channel.token)
+            thread = threading.Thread(target=exec, args=(serve, {"get_ipython": lambda: shell}), daemon=True)
+            thread.start()
+            assert channel.accept(30)
+            checks = list(G.module_checks(importlib.import_module("course_utils.checks.lesson00")))
+            assert judge.judge(channel, checks, 60)["weighted_sum"][0] == "passed"
+            channel.close()
+            thread.join(30)
+    finally:
+        sys.modules.pop(store, None)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 from datetime import datetime
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -74,6 +75,63 @@ def test_a_solutions_notebook_is_not_the_learners_work(progress_file, monkeypatc
     assert record.load()["00/weighted_sum"]["status"] == "passed"
 
 
+def test_a_read_only_progress_file_is_respected(progress_file, capsys):
+    """chmod 444: never replaced (not even by root), and the table says that nothing is being recorded."""
+    check.weighted_sum(unfinished)
+    progress_file.chmod(0o444)
+    before, inode = progress_file.read_text(), progress_file.stat().st_ino
+    record._WARNED.clear()
+    check.weighted_sum(right)
+    check.weighted_sum(right)
+    assert progress_file.read_text() == before and progress_file.stat().st_ino == inode
+    assert oct(progress_file.stat().st_mode & 0o777) == "0o444"
+    out, err = capsys.readouterr()
+    assert out.count("✔ weighted sum") == 2 and err.count("is read-only") == 1
+    assert progress.main([]) == 0
+    assert capsys.readouterr().out.startswith(f"Nothing is being recorded: {progress_file} is read-only")
+
+
+def test_a_progress_path_that_is_a_link_is_written_through_it(tmp_path, monkeypatch):
+    """A link into a synced folder stays a link, and the file it names gets every outcome, keeping its mode."""
+    synced = tmp_path / "synced" / "course-progress.json"
+    synced.parent.mkdir()
+    link = tmp_path / "home" / ".attention-course" / "progress.json"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(synced)
+    monkeypatch.setenv("COURSE_PROGRESS", "on")
+    monkeypatch.setenv("COURSE_PROGRESS_FILE", str(link))
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    check.weighted_sum(unfinished)
+    synced.chmod(0o600)
+    check.weighted_sum(right)
+    assert link.is_symlink() and os.readlink(link) == str(synced)
+    entry = json.loads(synced.read_text())["outcomes"]["00/weighted_sum"]
+    assert (entry["status"], entry["runs"]) == ("passed", 2) and oct(synced.stat().st_mode & 0o777) == "0o600"
+    assert sorted(p.name for p in link.parent.iterdir()) == ["progress.json"]   # (no file beside the link)
+
+
+def _nbconvert(notebook, progress_path, out):
+    env = dict(os.environ, COURSE_PROGRESS="on", COURSE_PROGRESS_FILE=str(progress_path), OMP_NUM_THREADS="1")
+    env.pop("JPY_SESSION_NAME", None)
+    result = subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
+                             str(notebook), "--output-dir", str(out)], capture_output=True, text=True, env=env,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_running_a_solution_notebook_outside_jupyterlab_records_nothing(tmp_path):
+    """`jupyter nbconvert --execute solutions/...` (as docs/results.md runs them) leaves the learner's table
+    alone; the same command on the learner's notebook records its outcomes."""
+    root = Path(__file__).resolve().parents[1]
+    path = tmp_path / "progress.json"
+    _nbconvert(root / "solutions" / "00_welcome.ipynb", path, tmp_path / "out")
+    assert record.load(path) == {}
+    _nbconvert(root / "notebooks" / "00_welcome.ipynb", path, tmp_path / "out")
+    assert record.load(path)["00/weighted_sum"]["status"] == "not implemented"
+    assert record.in_solutions_notebook({}, cwd=root / "solutions")
+    assert not record.in_solutions_notebook({}, cwd=tmp_path / "solutions")    # (a folder of that name elsewhere)
+
+
 def test_a_progress_file_that_cannot_be_written_never_breaks_a_check(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("COURSE_PROGRESS", "on")
     (tmp_path / "a_file").write_text("")
@@ -85,7 +143,7 @@ def test_a_progress_file_that_cannot_be_written_never_breaks_a_check(tmp_path, m
     def read_only(*args, **kwargs):
         raise OSError(30, "Read-only file system")
     monkeypatch.setenv("COURSE_PROGRESS_FILE", str(tmp_path / "progress.json"))
-    monkeypatch.setattr(record, "atomic_write_text", read_only)
+    monkeypatch.setattr(record, "_write", read_only)
     check.weighted_sum(right)
     check.weighted_sum(unfinished)
     out = capsys.readouterr().out

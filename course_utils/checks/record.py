@@ -6,8 +6,13 @@
 
 The file maps "lesson/exercise" (e.g. "01/softmax") to the latest outcome of that check: status
 ("passed", "wrong" or "not implemented"), the check's message, the time, and how many times it was
-run. Checks run in a notebook of a `solutions/` folder are not recorded: the solved twin is not the
-learner's work. Recording can never break a check, and never loses anything silently:
+run. Checks run in a notebook of the course's `solutions/` folder are not recorded: the solved twin is
+not the learner's work (`in_solutions_notebook`: the notebook JupyterLab names, else the kernel's working
+folder, which is the notebook's own under JupyterLab, `jupyter nbconvert --execute`, nbclient and nbval).
+The file is yours: a progress file you made read-only (no write permission) is never replaced, and
+a progress path that is a symbolic link (e.g. into a synced folder) is written THROUGH the link, to
+the file it names, keeping that file's permissions. Recording can never break a check, and never loses
+anything silently:
 - a file that is not valid JSON (or not a progress file) is set aside as `progress.json.damaged` (then
   `.damaged.1`, `.damaged.2`, ...: a backup is never overwritten) and a new one begun;
 - entries of the wrong shape (a status that is not one of STATUSES, a message that is not text, ...)
@@ -22,8 +27,6 @@ import os
 import sys
 from datetime import datetime
 from pathlib import Path
-
-from ..files import atomic_write_text
 
 STATUSES = ("passed", "wrong", "not implemented")
 
@@ -40,12 +43,20 @@ def progress_path(environ=None):
     return Path.home() / ".attention-course" / "progress.json"
 
 
-def in_solutions_notebook(environ=None):
-    """True when the kernel runs a notebook of a `solutions/` folder (JupyterLab and Jupyter Server
-    name the notebook in JPY_SESSION_NAME; elsewhere it is unknown and the outcome is recorded)."""
+def in_solutions_notebook(environ=None, cwd=None):
+    """True when the kernel runs a notebook of the course's `solutions/` folder: the notebook JupyterLab and
+    Jupyter Server name in JPY_SESSION_NAME is in a folder `solutions`; without it (nbconvert, nbclient,
+    nbval, VS Code), the kernel's working folder, the notebook's own, is a `solutions` folder beside the
+    course's `notebooks` folder."""
     env = os.environ if environ is None else environ
     session = env.get("JPY_SESSION_NAME", "")
-    return session.endswith(".ipynb") and Path(session).parent.name == "solutions"
+    if session.endswith(".ipynb"):
+        return Path(session).parent.name == "solutions"
+    try:
+        folder = Path.cwd() if cwd is None else Path(cwd)
+    except OSError:   # (a working folder that was removed)
+        return False
+    return folder.name == "solutions" and (folder.parent / "notebooks").is_dir()
 
 
 _WARNED = set()
@@ -124,19 +135,54 @@ def load(path=None):
     return good
 
 
+def target(path):
+    """The file a progress path stands for: through a symbolic link, the file it names (a synced folder)."""
+    return Path(os.path.realpath(path))
+
+
+def _read_only(path):
+    """True for an existing file nobody may write (e.g. chmod 444): its owner's wish, even for root."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return not mode & 0o222 or not os.access(path, os.W_OK)
+
+
 def writable(path=None):
     """None when the progress file can be written; otherwise why not."""
     path = Path(path) if path is not None else progress_path()
+    if path.is_symlink() and not target(path).parent.is_dir():
+        return f"{path} is a link to {target(path)}, whose folder does not exist"
+    path = target(path)
     folder = path if not path.exists() and not path.parent.exists() else path.parent
     while not folder.exists():
         folder = folder.parent
     if path.exists():
         if path.is_dir():
             return f"{path} is a folder"
-        return None if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK) else f"{path} is read-only"
+        return None if not _read_only(path) and os.access(path.parent, os.W_OK) else f"{path} is read-only"
     if not folder.is_dir():
         return f"{folder} is a file, not a folder"
     return None if os.access(folder, os.W_OK) else f"{folder} is read-only"
+
+
+def _write(text, path):
+    """Write `path` whole or not at all (a temporary file renamed onto it), keeping its permissions."""
+    import tempfile
+
+    mode = path.stat().st_mode & 0o7777 if path.exists() else None
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
+        os.chmod(tmp, mode if mode is not None else 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 @contextlib.contextmanager
@@ -163,6 +209,13 @@ def record(lesson, exercise, title, status, message="", path=None):
         return
     try:
         path = Path(path) if path is not None else progress_path()
+        problem = writable(path) if path.is_symlink() or path.exists() else None
+        if problem:
+            warn_once((str(path), "unwritable"), f"your progress is not being recorded: {problem}. The checks "
+                                                  "still work; make it writable, or set COURSE_PROGRESS_FILE to "
+                                                  "another file.")
+            return
+        path = target(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         with _locked(path):
             try:
@@ -178,7 +231,7 @@ def record(lesson, exercise, title, status, message="", path=None):
             outcomes[key] = {"lesson": lesson, "exercise": exercise, "title": title, "status": status,
                              "message": message, "time": datetime.now().astimezone().isoformat(timespec="seconds"),
                              "runs": runs + 1}
-            atomic_write_text(json.dumps({"version": 1, "outcomes": outcomes}, indent=1, ensure_ascii=False), path)
+            _write(json.dumps({"version": 1, "outcomes": outcomes}, indent=1, ensure_ascii=False), path)
     except Exception as error:  # noqa: BLE001 - a progress file must never stop a check
         where = path if isinstance(path, Path) else "the progress file"
         warn_once((str(where), "unwritable"), f"your progress is not being recorded: {where} cannot be written "

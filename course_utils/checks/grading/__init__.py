@@ -1,17 +1,20 @@
 """The instructor's grader: each learner's notebook runs in a sandbox, the checks run outside it.
 
-    python -m course_utils.checks.grading submissions --out grades.csv --jobs 2
+    course-grade submissions --out grades.csv --jobs 2      # = python -P -m course_utils.checks.grading ...
 
 - `command.py`      the command: finds the notebooks, grades them, writes the CSV, prints the table;
-- `submissions.py`  which notebooks are graded, and every one that is not, with the reason;
-- `worker.py`       one notebook: its kernel in the sandbox, its cells, then the judge (a worker process);
-- `sandbox.py`      the sandbox (bubblewrap): what the notebook may read, write and reach;
+- `submissions.py`  which notebooks are graded, and every one that is not, with the reason (links: never followed);
+- `launch.py`       one worker process per notebook, bounded in time; Ctrl-C ends every process it started;
+- `worker.py`       one notebook: its kernel in the sandbox, its cells, then the judge (the worker process);
+- `sandbox.py`      the sandbox (bubblewrap): an allow-list of what the notebook may read, write and reach;
+- `confine.py`      the first program inside it: limits, an unprivileged user, the learner's files;
+- `withhold.py`     private answers: the kernel's copy of the package without the lesson's references;
 - `judge.py`        the checks, run outside the kernel on what the learner's code returns;
-- `channel.py`      the judge's end of the socket the kernel connects to (deadlines, interrupts);
+- `channel.py`      the judge's end of the socket the kernel connects to (deadlines, interrupts; the timeouts);
 - `remote.py`       the learner's functions and objects as the judge sees them (handles, data only);
-- `kernel_side.py`  what runs inside the learner's kernel: it computes, it never judges;
+- `kernel_side.py`  what runs inside the learner's kernel (loaded by path): it computes, it never judges;
 - `wire.py`         how values cross between the two: JSON, arrays as .npy, never pickle from the kernel;
-- `report.py`       the CSV (one row per exercise, every cell text, never a formula) and the table.
+- `report.py`       the CSV (one row per exercise, every cell text, never a formula), the table, safe printing.
 """
 from .command import available_lessons, grade, main, module_checks
 from .report import OUTCOMES, Row, summary_table, write_csv

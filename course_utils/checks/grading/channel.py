@@ -1,5 +1,8 @@
 """The judge's end of the unix socket the learner's kernel connects to: one request at a time, with
-a deadline, an interrupt of the kernel's own process when it passes, and a kill after a grace period."""
+a deadline, an interrupt of the kernel's own process when it passes, and a kill after a grace period.
+
+The grader's two fixed times are defined here, once: STARTUP (a kernel starting, the grading cell
+connecting, a request of the grader's own) and GRACE (a kernel stopping after an interrupt)."""
 import contextlib
 import json
 import os
@@ -15,7 +18,7 @@ from . import wire
 from .remote import Remote, _grad_link, _learner_exception, _Sender, _write_back, remote  # noqa: F401
 
 GRACE = 10              # seconds the kernel gets to answer an interrupt before it is killed
-CONNECT = 120           # seconds for the kernel to connect when the grading cell starts
+STARTUP = 120           # seconds for a kernel to start, and for the grading cell to connect
 SEED_RANGE = 2 ** 30    # the secret seed offset is drawn below this
 
 
@@ -45,7 +48,7 @@ class Channel:
         self.dead = None
         self.rng_sent = None
         self.leaves = []
-        self.timed_out = False
+        self.timed_out = False      # the judge interrupted the learner's code (its time ran out)
 
     @classmethod
     def listen(cls, io_dir, kill):
@@ -55,7 +58,7 @@ class Channel:
         server.listen(1)
         return cls(server, path, secrets.token_hex(16), kill)
 
-    def accept(self, timeout=CONNECT):
+    def accept(self, timeout=STARTUP):
         """Wait for the kernel; True once it connected and said the token (False at once after `give_up`)."""
         self.server.settimeout(timeout)
         try:
@@ -161,7 +164,7 @@ class Channel:
     def control(self, op, **fields):
         """A request of the grader's own (not the learner's code): a few seconds at most."""
         number = self._send(dict(fields, op=op))
-        reply = self._reply(number, time.monotonic() + CONNECT, interruptible=False)
+        reply = self._reply(number, time.monotonic() + STARTUP, interruptible=False)
         if "ok" not in reply:
             raise GraderFault(f"the kernel could not do {op}: {reply}")
         return wire.from_plain(reply["ok"], self._resolve)
@@ -187,7 +190,7 @@ class Channel:
             raise GraderFault(f"the check passed a value that cannot be sent to the kernel: {error}") from None
         number = self._send(request)
         self.leaves = keep.leaves
-        until = self.deadline if self.deadline is not None else time.monotonic() + CONNECT
+        until = self.deadline if self.deadline is not None else time.monotonic() + STARTUP
         reply = self._reply(number, until)
         if "ok" in reply:
             try:
@@ -198,9 +201,8 @@ class Channel:
                 raise GraderFault(f"the kernel's reply is not data: {error}") from None
         if "raised" in reply:
             raise _learner_exception(reply["raised"])
-        if "interrupted" in reply:
-            self.timed_out = True
-            raise CheckTimeout()
+        if "interrupted" in reply:   # not the judge's interrupt (that reply is read by _interrupt): the learner's own
+            raise _learner_exception(reply.get("raised") or {"type": "KeyboardInterrupt", "message": ""})
         raise GraderFault(f"the kernel could not answer: {reply.get('failed', reply)}")
 
     def _resolve(self, kind, item):

@@ -1,8 +1,8 @@
 """The judge: runs the course's checks, outside the learner's kernel, on what the kernel computes.
 
-    channel = Channel.listen(io_dir, kill=...)        # a unix socket the kernel connects to
+    channel = channel.Channel.listen(io_dir, kill=...)   # a unix socket the kernel connects to
     channel.accept(timeout)
-    outcomes = judge(channel, checks, check_timeout)   # {exercise: (status, message)}
+    outcomes = judge(channel, checks, check_timeout)     # {exercise: (status, message)}
 
 Every check runs here, from the grader's own copy of the package, with the learner's function or
 class replaced by a `Remote`: calling it sends the arguments (data, `wire`) to the kernel, which
@@ -12,7 +12,11 @@ methods, read attributes, iterate, `load_state_dict(...)`, `state_dict()`, `para
 `backward()` through a tensor it returned. The comparison with the expected values, and the verdict,
 happen here only: what the notebook prints, hooks or patches in its kernel can change what its
 functions return, never how that is judged. The inputs are drawn from seeds moved by a secret offset
-(`core.set_seed_offset`), so the answers cannot be looked up from a table made in advance.
+(`check.evaluate(answer, seed_offset=...)`), so the answers cannot be looked up from a table made in advance.
+
+`copied` is said only when it is certain: the kernel's watch saw the course's reference for the exercise
+run while the learner's answer was checked. The watch runs in the learner's kernel, so a notebook can
+blind it (then the check's own verdict stands, with a note saying so); no `copied` proves nothing.
 """
 import functools
 import inspect
@@ -20,8 +24,7 @@ import os
 import secrets
 import time
 
-from .. import core
-from .channel import CONNECT, GRACE, SEED_RANGE, Channel, CheckTimeout, GraderFault, KernelGone  # noqa: F401
+from .channel import SEED_RANGE, CheckTimeout, GraderFault, KernelGone
 
 
 # ---------------------------------------------------------------------------------------------
@@ -66,15 +69,11 @@ def _describe_reference(reference):
 # ---------------------------------------------------------------------------------------------
 # Judging one notebook's exercises
 # ---------------------------------------------------------------------------------------------
-def set_seed_offset(offset):
-    """Move every check's seeds by `offset` (each `core.rng(seed)` draws from seed + offset)."""
-    core.set_seed_offset(offset)
-
-
 def judge(channel, checks, check_timeout, offset=None, watch=True):
-    """{exercise: (status, message)} for the lesson's `checks`, on the notebook behind `channel`
-    (watch=False: the course's reference may be run; for the tests, which grade the references)."""
-    set_seed_offset(secrets.randbelow(SEED_RANGE) + 1 if offset is None else offset)
+    """{exercise: (status, message)} for the lesson's `checks`, on the notebook behind `channel`; every
+    check's seeds are moved by `offset` (by default a secret one, drawn here). watch=False: the course's
+    reference may be run (for the tests, which grade the references)."""
+    offset = secrets.randbelow(SEED_RANGE) + 1 if offset is None else offset
     outcomes = {}
     for check in checks:
         title = check.title
@@ -83,7 +82,7 @@ def judge(channel, checks, check_timeout, offset=None, watch=True):
                                         f"{title}: not graded: {channel.dead}.")
             continue
         try:
-            outcomes[check.exercise] = _judge_one(channel, check, check_timeout, watch)
+            outcomes[check.exercise] = _judge_one(channel, check, check_timeout, offset, watch)
         except KernelGone as gone:
             outcomes[check.exercise] = ("error", f"✘ {title}: not graded: {gone}.")
         except GraderFault as fault:
@@ -91,7 +90,7 @@ def judge(channel, checks, check_timeout, offset=None, watch=True):
     return outcomes
 
 
-def _judge_one(channel, check, check_timeout, watch=True):
+def _judge_one(channel, check, check_timeout, offset, watch=True):
     title, name = check.title, check.learner_name
     # (the kernel also forgets the last exercise's objects)
     channel.control("watch", codes=reference_codes(check.reference) if watch else [])
@@ -105,7 +104,7 @@ def _judge_one(channel, check, check_timeout, watch=True):
     answer = found["answer"]
     channel.deadline, channel.timed_out = time.monotonic() + check_timeout, False
     try:
-        outcome = check.evaluate(answer)
+        outcome = check.evaluate(answer, seed_offset=offset)
         status, message = outcome.status, outcome.message
     except (CheckTimeout, KernelGone) as error:
         if isinstance(error, KernelGone) and not channel.timed_out:
@@ -119,11 +118,11 @@ def _judge_one(channel, check, check_timeout, watch=True):
         return status, message
     copied = channel.control("copied")
     if copied["hits"]:
-        status, message = "copied", (f"✘ {title}: your answer runs the course's own reference, "
-                                     f"{_describe_reference(check.reference)}, which the exercise asks you to "
-                                     "write yourself: it earns nothing (reading the reference is fine; calling it, "
-                                     "in any form, is not).")
+        status, message = "copied", (f"✘ {title}: while it was checked, your answer ran the course's own "
+                                     f"reference, {_describe_reference(check.reference)}, which the exercise asks "
+                                     "you to write yourself: it earns nothing (reading the reference is fine; "
+                                     "calling it, in any form, is not).")
     elif copied["removed"]:
-        status, message = "copied", (f"✘ {title}: the notebook removed the grader's watch on the course's "
-                                     "reference (sys.settrace) while it was graded: it earns nothing.")
+        message += (" (Note for the instructor: the notebook switched off the grader's watch on the course's "
+                    "reference (sys.settrace) while it was checked: whether it ran the reference is not known.)")
     return status, message

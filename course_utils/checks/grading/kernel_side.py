@@ -1,18 +1,20 @@
 """What the grader runs inside the learner's kernel: it computes, it never judges.
 
-The grader sends this module's source (and `wire.py`'s) into the kernel and runs it in a namespace
-of its own (a module the notebook may have replaced in `sys.modules` is not used):
-- before the notebook, `remember(names)`: after every cell, keep what the notebook itself defined
-  (module "__main__") under the exercises' names, so that a later `from course_utils... import name`
-  in the lesson cannot stand in for the learner's answer;
-- after the notebook, `serve(socket_path)`: connect to the judge, then answer its requests one by
-  one until it says goodbye. A request names a function, class or object of the notebook (by
+The grader loads this module (and `wire.py` beside it) BY PATH from its own copy of the package, before
+the notebook's first cell, into a module of a random name (a module the notebook replaces or shadows in
+`sys.modules` or on `sys.path` is not used); its cells only call it:
+- `boot(module, names, shell)`, before the notebook: `remember(names)`: after every cell, keep what the
+  notebook itself defined (module "__main__") under the exercises' names, so that a later
+  `from course_utils... import name` in the lesson cannot stand in for the learner's answer;
+- `serve_judge(path, token, shell)`, after the notebook: connect to the judge, then answer its requests one
+  by one until it says goodbye. A request names a function, class or object of the notebook (by
   handle) and what to do with it: call it with these arguments (data), read an attribute, iterate
   it, run backward() through a tensor it returned. The reply is data (`wire`), or a handle to an
   object that stays here. Nothing here compares anything with an expected value: the judge does.
 - while serving, `Watch` notes every run of the course's reference for the exercise being graded
   (its code, however it is reached: imported, aliased, wrapped, partially applied, reloaded), which
-  the judge reports as `copied`.
+  the judge reports as `copied`. It is a witness, not a guard: code that runs in this kernel can
+  switch it off (docs/instructors.md, "Copying").
 """
 import builtins
 import json
@@ -22,13 +24,40 @@ import sys
 import threading
 import traceback
 
-try:  # imported as a module (the tests, the linter) ...
-    from . import wire
-except ImportError:  # ... or sent as source into the kernel, where the grader puts `wire` beside it
-    wire = globals()["wire"]
 
-STORE = "_course_grader_defined"
+def _load_beside(name):
+    """The module `name`.py of this module's folder, loaded by path (no package, no sys.path)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"{__name__}_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+try:  # imported as a module of the package (the tests, the linter) ...
+    from . import wire
+except ImportError:  # ... or loaded by path into the kernel (the grader's first cell)
+    wire = _load_beside("wire")
+
 PACKAGE_DIR = "course_utils"
+defined = {}   # what the notebook defined under the exercises' names (boot)
+
+
+# ---------------------------------------------------------------------------------------------
+# What the grader's two cells call
+# ---------------------------------------------------------------------------------------------
+def boot(module, names, shell):
+    """The grader's first cell: keep `module` (this one, loaded by path) under its own name, and remember
+    what the notebook defines under the exercises' `names`."""
+    module.defined = remember(names, shell)
+    sys.modules[module.__name__] = module
+
+
+def serve_judge(path, token, shell):
+    """The grader's last cell: answer the judge at the unix socket `path`."""
+    Server(defined, shell.user_ns).serve(path, token)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -113,8 +142,13 @@ class Table(wire.Keep):
         mro = []
         for klass in type(obj).__mro__:
             mro.append(f"{getattr(klass, '__module__', '?')}.{getattr(klass, '__qualname__', '?')}")
+        try:
+            name = obj.__name__ if isinstance(obj, type) or callable(obj) else None
+        except Exception:  # noqa: BLE001 - a learner's object whose name cannot be read
+            name = None
         return {wire.TAG: "handle", "id": self.ids[key], "type": type(obj).__name__, "mro": mro[:30],
-                "callable": callable(obj), "params": _parameters(obj)}
+                "callable": callable(obj), "params": _parameters(obj),
+                "name": name if isinstance(name, str) else None}
 
     def grad_link(self, tensor):
         """A tensor the learner's code returned with a graph behind it: the judge may run backward()
@@ -207,7 +241,7 @@ def _learner_frames(tb):
 def _raised(error):
     kind = type(error)
     return {"raised": {"type": kind.__name__, "builtin": getattr(builtins, kind.__name__, None) is kind,
-                       "message": str(error)[:2000], "where": _learner_frames(error.__traceback__)[:2000],
+                       "message": str(error)[:4000], "where": _learner_frames(error.__traceback__)[:2000],
                        "not_implemented": isinstance(error, NotImplementedError)}}
 
 
@@ -278,8 +312,8 @@ class Server:
                     result = [[number, leaf.grad] for number, leaf in leaves]
                 else:
                     raise wire.WireError(f"unknown request {op!r}")
-        except KeyboardInterrupt:
-            return {"interrupted": True}
+        except KeyboardInterrupt as error:   # the grader's interrupt, or the learner's own: the judge knows which
+            return dict(_raised(error), interrupted=True)
         except BaseException as error:  # noqa: BLE001 - the learner's code raised: the judge decides
             return _raised(error)
         finally:

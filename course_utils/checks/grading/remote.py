@@ -81,7 +81,7 @@ def _judge_class(mro):
 class Remote:
     """An object in the learner's kernel; everything done to it is a request to the kernel."""
 
-    __slots__ = ("_channel", "_id", "_class", "_params", "__weakref__")
+    __slots__ = ("_channel", "_id", "_class", "_params", "_name", "__weakref__")
 
     def __init__(self, channel, item):
         object.__setattr__(self, "_channel", channel)
@@ -89,10 +89,20 @@ class Remote:
         object.__setattr__(self, "_class", _judge_class(item.get("mro", [])))
         params = item.get("params")
         object.__setattr__(self, "_params", params if isinstance(params, list) else None)
+        name = item.get("name")
+        object.__setattr__(self, "_name", name[:200] if isinstance(name, str) else None)
 
     @property
     def __class__(self):
         return object.__getattribute__(self, "_class") or type(self)
+
+    @property
+    def __name__(self):
+        """The name of the learner's function or class (as the kernel reported it), for messages."""
+        name = object.__getattribute__(self, "_name")
+        if name is None:
+            raise AttributeError("__name__")
+        return name
 
     @property
     def __signature__(self):

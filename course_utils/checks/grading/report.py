@@ -3,7 +3,8 @@
 Every text a learner controls (a folder's name, a message quoting their exception) is written so
 that it stays one cell of one row: control characters (line breaks, tabs) in names are shown as
 escapes (`\\n`), and a cell that a spreadsheet would read as a formula (starting with =, +, -, @,
-a tab or a carriage return) is prefixed with an apostrophe.
+a tab or a carriage return) is prefixed with an apostrophe. What the grader prints goes through
+`printable`: no escape sequence, line break or bidirectional control in a file name reaches the terminal.
 """
 import csv
 import io
@@ -19,6 +20,18 @@ class Row(NamedTuple):
     exercise: str
     outcome: str
     message: str
+
+
+def _unsafe(char):
+    code = ord(char)
+    return (code < 32 or code == 127 or 0x80 <= code < 0xA0 or 0x2028 <= code <= 0x202E or 0x2066 <= code <= 0x2069
+            or code == 0x200E or code == 0x200F or code == 0x061C)
+
+
+def printable(text):
+    """`text` as the terminal may show it: control characters (escape sequences, line breaks, carriage
+    returns, bidirectional overrides) as \\xNN / \\uNNNN."""
+    return "".join((f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}") if _unsafe(c) else c for c in str(text))
 
 
 def one_line(text):

@@ -1,34 +1,70 @@
-"""The sandbox a learner's notebook runs in while it is graded (bubblewrap, `bwrap`, on Linux).
+"""The sandbox a learner's notebook runs in while it is graded (bubblewrap, `bwrap`, on Linux): an ALLOW-list.
 
     problem = sandbox.unavailable()             # None, or why no sandbox can start here
-    argv = sandbox.wrap(kernel_argv, Sandbox(...))
+    argv = sandbox.wrap(kernel_argv, box)       # the command that starts the kernel inside the sandbox `box`
 
-What the notebook's kernel sees, and may do:
-- the whole file system READ-ONLY (the course package, Python, the data), with these exceptions:
-- its own folder is a private COPY, writable (what it writes there is thrown away after grading);
-- the folders that hold other learners' submissions (the parent of every graded learner folder) are
-  hidden behind an empty, throw-away folder: other learners' work can be neither read nor written;
-- the home folder and /tmp are empty throw-away folders (the instructor's files are not readable;
-  the Python installation, the package and the data are bound back read-only where they live inside
-  a hidden folder);
-- no network (a network namespace of its own, loopback only), no other processes (a PID namespace of
-  its own), no capabilities, and it dies with the grader.
-It talks to the grader only through the kernel's own unix sockets and the grader's socket, both in a
-private folder of the grader's (`io_dir`, bound read-write).
+The kernel sees a file system made of these, and of nothing else:
+- read-only: the system's programs and libraries (/usr, /bin, /lib...), four files of /etc (the dynamic
+  linker's cache and its configuration, the time zone) and a passwd/group naming only the sandbox's
+  user; the kernel's Python (its prefix, its base prefix, every folder of its default sys.path; an
+  installed course_utils there is hidden); the grader's copy of course_utils (on PYTHONPATH); the
+  data (COURSE_DATA_DIR's multi30k/, or the Multi30k cache); the learner's submitted folder, at
+  SUBMISSION (a copy the grader made; `confine.py` copies it into the learner's folder);
+- writable, in memory and bounded in size (`Limits.scratch`, `Limits.tmp`): the learner's folder, at its
+  own path (the notebook's working folder), a home folder (HOME), /tmp and /dev/shm; and its own io
+  folder, on the grader's disk: the kernel's sockets, its connection file and the judge's socket;
+- its own /dev (null, zero, random, urandom, tty...) and /proc (it sees only its own processes);
+- nothing else: the folders that hold these are bubblewrap's own, read-only.
+It has no network (a network namespace with loopback only), its own PIDs, IPC and host name, the short
+environment of `environment()` (none of the instructor's variables), and it dies with the grader. It
+runs as an unprivileged user: when the grader runs as root, a user id of its own for each notebook
+(`Sandbox.uid`, from a range no account uses: two notebooks graded side by side never share one);
+otherwise as the instructor's user, in a user namespace of its own. Each notebook may run at most
+`Limits.processes` processes and threads, each with at most `Limits.memory` bytes of address space and
+no file larger than `Limits.scratch` (`confine.py` sets them). So nothing else is there to read: no other
+learner's work or io folder (each sandbox binds only its own), no file of the instructor's, no
+/etc/shadow, no socket of the machine's.
 
-What it does NOT stop: using the CPU and memory it is given (the grader's time limits bound the
-time; memory is not limited), reading files that every user of the machine may read outside the
-hidden folders (e.g. /etc), and code that computes the answer some other way than the learner's own.
+What it does NOT stop: using its share of the CPU within the grader's time limits; reading what is bound
+read-only, which includes the course package with its references (`--withhold-references` takes them
+out: withhold.py); writing into its io folder (a socket folder) on the grader's disk, as the instructor's
+user (as root, the grader takes the folder back once the kernel has started).
 """
+import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 BWRAP = "bwrap"
 PROBE = ["--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "--dev", "/dev", "--proc", "/proc", "true"]
+SUBMISSION = "/course-grader/submission"    # where the learner's submitted folder is bound, read-only
+HOME = "/home/learner"                      # the sandbox's home folder (empty, in memory)
+UID_RANGE = (1 << 30, 1 << 28)              # as root: a notebook's user id is drawn from [start, start + size)
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime")
+NO_SIGINT = ["/bin/sh", "-c", 'trap "" INT; exec "$@"', "sh"]   # bwrap must not die of the kernel's interrupts
+MiB = 1 << 20
+
+
+class Limits(NamedTuple):
+    processes: int = 256          # processes and threads, per notebook
+    memory: int = 4096 * MiB      # address space, per process (RLIMIT_AS)
+    scratch: int = 512 * MiB      # the learner's folder (in memory), and the largest file it may write
+    tmp: int = 256 * MiB          # /tmp and /dev/shm, each (in memory)
+
+
+class Sandbox(NamedTuple):
+    folder: Path                  # the learner's folder, as the notebook knows it (its working folder)
+    submission: Path              # the grader's copy of the submitted folder (bound read-only at SUBMISSION)
+    package: Path                 # the folder that holds the kernel's copy of course_utils
+    io_dir: Path                  # the kernel's sockets, connection file and the judge's socket (read-write)
+    etc_dir: Path                 # the sandbox's passwd and group
+    uid: Optional[int] = None     # as root: the unprivileged user (and group) id the kernel runs as
+    limits: Limits = Limits()
 
 
 def unavailable():
@@ -48,14 +84,68 @@ def unavailable():
         return (f"bubblewrap cannot create a sandbox on this machine ({why}); "
                 "unprivileged user namespaces may be disabled (sysctl kernel.unprivileged_userns_clone=1), "
                 "or this is a container without them")
+    if not _supports("--perms"):
+        return "this bubblewrap is too old (the grader needs 0.5 or later; Debian 12 and Ubuntu 22.04 have it)"
     return None
 
 
-class Sandbox(NamedTuple):
-    folder: Path        # the learner's folder, as the notebook knows it (its working directory)
-    copy: Path          # the private copy of it, bound at `folder`
-    hidden: tuple       # folders hidden behind empty ones (other learners' submissions)
-    io_dir: Path        # the grader's folder for the kernel's sockets and the grading channel
+_OPTIONS = {}
+
+
+def _supports(option):
+    """True when this bubblewrap knows `option` (--size: 0.7; --disable-userns: 0.8)."""
+    if "help" not in _OPTIONS:
+        try:
+            _OPTIONS["help"] = subprocess.run([shutil.which(BWRAP) or BWRAP, "--help"], capture_output=True,
+                                              text=True, timeout=30).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            _OPTIONS["help"] = ""
+    return option in _OPTIONS["help"]
+
+
+def _sized(size):
+    """`--size N` before a --tmpfs where bubblewrap can bound it (0.7 and later; before, it is unbounded)."""
+    return ["--size", str(size)] if _supports("--size") else []
+
+
+def new_uid():
+    """As root: an unused user id for one notebook's sandbox (none when the grader is not root)."""
+    if os.geteuid() != 0:
+        return None
+    return UID_RANGE[0] + secrets.randbelow(UID_RANGE[1])
+
+
+_PYTHONS = {}
+
+
+def python_paths(executable):
+    """{"dirs": [...], "hide": [...]} for the Python `executable`: the folders it reads (prefix, base
+    prefix, the folder of its real binary, its default sys.path), and the course_utils packages installed
+    among them (hidden in the sandbox: the kernel imports the grader's copy)."""
+    if executable not in _PYTHONS:
+        probe = ("import importlib.util, json, os, sys\n"
+                 "spec = importlib.util.find_spec('course_utils')\n"
+                 "print(json.dumps({'dirs': [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath("
+                 "sys.executable))] + sys.path, 'hide': list(spec.submodule_search_locations or []) if spec else []}))")
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONNOUSERSITE": "1", "HOME": HOME}
+        out = subprocess.run([executable, "-c", probe], capture_output=True, text=True, timeout=120, env=env,
+                             cwd="/")
+        if out.returncode != 0:
+            raise RuntimeError(f"could not ask {executable} for its folders: {out.stderr.strip()[-300:]}")
+        found = json.loads(out.stdout.strip().splitlines()[-1])
+        dirs = {Path(p).resolve() for p in found["dirs"] if p and Path(p).is_dir()}
+        dirs = {p for p in dirs if p != Path("/") and not (p / "course_utils" / "__init__.py").is_file()}
+        _PYTHONS[executable] = {"dirs": _outermost(dirs), "hide": sorted({Path(p).resolve() for p in found["hide"]})}
+    return _PYTHONS[executable]
+
+
+def _outermost(paths):
+    """The paths not inside another one of them, shortest first."""
+    kept = []
+    for path in sorted(paths, key=lambda p: (len(p.parts), str(p))):
+        if not any(_inside(path, other) for other in kept):
+            kept.append(path)
+    return kept
 
 
 def _inside(path, folder):
@@ -66,41 +156,85 @@ def _inside(path, folder):
         return False
 
 
-def needed_paths():
-    """What the kernel must read even where it lies inside a hidden folder: Python, its packages,
-    the course package and the data (read-only)."""
-    from .. import grading
-
-    package_root = Path(grading.__file__).resolve().parents[3]
-    paths = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent,
-             package_root / "course_utils"}
-    for entry in sys.path:
-        if entry and Path(entry).is_dir() and "site-packages" in entry:
-            paths.add(Path(entry))
-    for name in ("COURSE_DATA_DIR",):
-        if os.environ.get(name):
-            paths.add(Path(os.environ[name]))
-    for path in os.environ.get("PYTHONPATH", "").split(os.pathsep):
-        if path and Path(path, "course_utils").is_dir():
-            paths.add(Path(path) / "course_utils")
-    return sorted(p.resolve() for p in paths if p.exists())
+def data_folder(environ=None):
+    """The Multi30k folder the lessons read (COURSE_DATA_DIR/multi30k, else the cache), or None."""
+    env = os.environ if environ is None else environ
+    if env.get("COURSE_DATA_DIR"):
+        folder = Path(env["COURSE_DATA_DIR"]).expanduser() / "multi30k"
+    else:
+        folder = Path(env.get("COURSE_CACHE_DIR") or Path.home() / ".cache" / "course_utils").expanduser() / "multi30k"
+    return folder.resolve() if folder.is_dir() else None
 
 
-def wrap(argv, box):
-    """The command that runs `argv` (the kernel) inside the sandbox `box`."""
-    home = Path(os.path.expanduser("~")).resolve()
-    hidden = sorted({Path(p).resolve() for p in box.hidden} | {home, Path("/tmp")}, key=lambda p: len(p.parts))
-    args = [shutil.which(BWRAP) or BWRAP, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--tmpfs", "/dev/shm", "--unshare-all", "--die-with-parent", "--unsetenv", "JPY_PARENT_PID"]
-    for folder in hidden:
-        if folder == Path("/"):
-            continue
-        args += ["--tmpfs", str(folder)]
-    for path in needed_paths():
-        if any(_inside(path, folder) for folder in hidden):
-            args += ["--ro-bind", str(path), str(path)]
-    args += ["--bind", str(box.io_dir), str(box.io_dir),
-             "--bind", str(box.copy), str(box.folder),
-             "--setenv", "HOME", str(home), "--setenv", "TMPDIR", "/tmp",
-             "--chdir", str(box.folder)]
-    return args + list(argv)
+def environment(box, data=None):
+    """The kernel's whole environment: nothing of the instructor's."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": HOME, "USER": "learner", "LOGNAME": "learner",
+           "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONPATH": str(box.package), "PYTHONNOUSERSITE": "1",
+           "PYTHONDONTWRITEBYTECODE": "1", "COURSE_FAST": "1", "COURSE_PROGRESS": "off", "MPLBACKEND": "Agg",
+           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+           "COURSE_RUNS_DIR": "/tmp/course-runs"}
+    if data is not None:
+        env["COURSE_DATA_DIR"] = str(Path(data).parent)
+    return env
+
+
+def write_accounts(box):
+    """The sandbox's /etc/passwd and /etc/group: its one user (and root, whom some tools look up)."""
+    uid = box.uid if box.uid is not None else os.getuid()
+    box.etc_dir.mkdir(parents=True, exist_ok=True)
+    (box.etc_dir / "passwd").write_text(f"root:x:0:0:root:/root:/usr/sbin/nologin\n"
+                                        f"learner:x:{uid}:{uid}:learner:{HOME}:/usr/sbin/nologin\n")
+    (box.etc_dir / "group").write_text(f"root:x:0:\nlearner:x:{uid}:\n")
+
+
+def _system_args():
+    args = ["--perms", "0755", "--dir", "/etc"]
+    for path in SYSTEM:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    for path in ETC:
+        if os.path.exists(path):
+            args += ["--ro-bind", os.path.realpath(path), path]
+    return args
+
+
+def wrap(argv, box, confine_argv=None, data=None):
+    """The command that runs `argv` (the kernel) inside the sandbox `box`; `confine_argv`: the command that
+    sets the limits, becomes the sandbox's user, copies the submission in and then runs `argv`."""
+    limits, python = box.limits, python_paths(argv[0])
+    args = [shutil.which(BWRAP) or BWRAP, "--die-with-parent", "--clearenv", "--hostname", "sandbox"]
+    if box.uid is not None:   # root: no user namespace; the kernel gives up root for box.uid (confine.py)
+        args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+                 "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    else:
+        args += ["--unshare-all", "--unshare-user"] + (["--disable-userns"] if _supports("--disable-userns") else [])
+    for name, value in environment(box, data).items():
+        args += ["--setenv", name, value]
+    args += _system_args()
+    args += ["--ro-bind", str(box.etc_dir / "passwd"), "/etc/passwd", "--ro-bind", str(box.etc_dir / "group"),
+             "/etc/group", "--dev", "/dev", "--proc", "/proc"]
+    for path, size in (("/tmp", limits.tmp), ("/dev/shm", limits.tmp), (HOME, limits.tmp)):
+        args += ["--perms", "1777", *_sized(size), "--tmpfs", path]
+    system = [Path(p).resolve() for p in SYSTEM if os.path.isdir(p) and not os.path.islink(p)]
+    package = Path(box.package).resolve()
+    binds = [("--ro-bind", path, path) for path in python["dirs"] if not any(_inside(path, s) for s in system)]
+    binds += [("--ro-bind", package / "course_utils", package / "course_utils")]
+    binds += [("--ro-bind", Path(data), Path(data))] if data is not None else []
+    binds += [("--ro-bind", box.submission, Path(SUBMISSION))]
+    bound = [path for _, _, path in binds]
+    targets = bound + [Path(box.folder), Path(box.io_dir)]
+    parents = {parent for path in targets for parent in path.parents
+               if not any(_inside(parent, b) for b in bound + system)}
+    for parent in sorted(parents - {Path("/"), Path("/tmp"), Path(HOME), Path("/dev"), Path("/etc")},
+                         key=lambda p: (len(p.parts), str(p))):
+        args += ["--perms", "0755", "--dir", str(parent)]   # (bwrap would make them 0700: closed to the kernel's user)
+    for kind, source, path in binds:
+        args += [kind, str(source), str(path)]
+    for path in python["hide"]:   # an installed course_utils (site-packages): the kernel uses the grader's copy
+        if path != package / "course_utils" and any(_inside(path, source) for _, source, _ in binds):
+            args += [*_sized(MiB), "--tmpfs", str(path)]
+    args += ["--perms", "0777", *_sized(limits.scratch), "--tmpfs", str(box.folder),
+             "--bind", str(box.io_dir), str(box.io_dir), "--remount-ro", "/", "--chdir", str(box.folder)]
+    return args + list(confine_argv or []) + list(argv)

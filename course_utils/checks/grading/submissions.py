@@ -6,11 +6,17 @@ folder without any, but with sub-folders that hold some, is a class (one learner
 file is one notebook (learner = its folder's name). Nothing else is graded, and each notebook file
 left out is named in a note: in a hidden folder (`.bob`, `.ipynb_checkpoints`), in a sub-folder of a
 learner's folder, not named NN_*.ipynb, a lesson without checks, or an older copy of a lesson.
+
+Links are never followed out of a learner's folder: a lesson notebook that is a symbolic link (to the
+course's solutions, to another learner's notebook, to itself), and a learner's folder in a class folder
+that is a link (to another learner's folder), are graded `error` with the reason (`Submission.problem`);
+a link that cannot be read at all (a loop) is named in a note. Only what the instructor names on the
+command line is taken as it is, links included.
 """
 import os
 import re
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 NOTEBOOK_NAME = re.compile(r"^(\d\d)_.*\.ipynb$", re.IGNORECASE)
 
@@ -19,10 +25,28 @@ class Submission(NamedTuple):
     learner: str
     lesson: str
     path: Path
+    problem: Optional[str] = None   # why it is graded `error` without being run (a link)
 
 
 def _is_notebook(path):
     return path.name.lower().endswith(".ipynb")
+
+
+def _absolute(path):
+    """`path` made absolute WITHOUT following links (a learner's link is never resolved)."""
+    return Path(os.path.abspath(path))
+
+
+def _link(path, what="the notebook"):
+    """Why `path` is not graded when it is a symbolic link (None when it is not one)."""
+    if not path.is_symlink():
+        return None
+    try:
+        target = os.readlink(path)
+    except OSError:
+        target = "?"
+    return (f"{what} {path.name} is a symbolic link (to {target}): the grader never follows links out of a "
+            "learner's folder")
 
 
 def _lesson_of(path, lessons):
@@ -31,15 +55,15 @@ def _lesson_of(path, lessons):
 
 
 def _lesson_notebooks(folder, lessons, notes):
-    """{lesson: path} for the lesson notebooks directly in `folder` (the newest one if several)."""
+    """{lesson: path} for the lesson notebooks directly in `folder` (the newest one if several; links count)."""
     by_lesson = {}
-    for path in sorted(p for p in folder.iterdir() if p.is_file() and _is_notebook(p)):
+    for path in sorted(p for p in folder.iterdir() if (p.is_symlink() or p.is_file()) and _is_notebook(p)):
         lesson = _lesson_of(path, lessons)
         if lesson:
             by_lesson.setdefault(lesson, []).append(path)
     chosen = {}
     for lesson, paths in sorted(by_lesson.items()):
-        chosen[lesson] = max(paths, key=lambda p: p.stat().st_mtime)
+        chosen[lesson] = max(paths, key=lambda p: p.lstat().st_mtime)
         if len(paths) > 1:
             others = ", ".join(p.name for p in paths if p != chosen[lesson])
             notes.append(f"{folder}: several notebooks for lesson {lesson}; grading the newest, "
@@ -50,6 +74,8 @@ def _lesson_notebooks(folder, lessons, notes):
 def _why_not(path, root, lessons, learner_dirs):
     """Why the notebook `path` (found under the argument `root`) is not graded."""
     rel = path.relative_to(root)
+    if path.is_symlink() and not path.exists():
+        return "a symbolic link that leads nowhere (or to itself)"
     hidden = [part for part in rel.parts[:-1] if part.startswith(".")]
     if hidden:
         return f"in the hidden folder {hidden[0]!r} (name the folder or file to grade it)"
@@ -70,10 +96,37 @@ def _unlisted(root, graded, lessons, learner_dirs):
         dirs.sort()
         for name in sorted(files):
             path = Path(folder) / name
-            if _is_notebook(path) and path.resolve() not in graded:
+            if _is_notebook(path) and _absolute(path) not in graded:
                 reason = _why_not(path, root, lessons, learner_dirs)
                 by_reason.setdefault(reason, []).append(str(path.relative_to(root)))
-    return [f"{root}: not graded, {reason}: {', '.join(paths)}" for reason, paths in by_reason.items()]
+    notes = [f"{root}: not graded, {reason}: {', '.join(paths)}" for reason, paths in by_reason.items()]
+    for folder, dirs, _ in os.walk(root):   # (os.walk lists links to folders among the folders, never enters them)
+        for name in sorted(dirs):
+            link = Path(folder) / name
+            if link.is_symlink() and Path(folder) != root:
+                notes.append(f"{root}: not graded, {_link(link, 'the folder')}: {link.relative_to(root)}")
+    return notes
+
+
+def _member(member, lessons, notes):
+    """The Submissions of one member of a class folder: a learner's folder, or a link (graded `error`)."""
+    link = _link(member, "the learner's folder")
+    if link is None:
+        return [Submission(member.name, lesson, p, _link(p))
+                for lesson, p in _lesson_notebooks(member, lessons, notes).items()]
+    try:   # (the names only, to give each of its lessons its row)
+        names = sorted(os.listdir(member))
+    except OSError as error:
+        notes.append(f"{member}: not graded, {link} ({error.strerror or error})")
+        return []
+    subs = {}
+    for name in names:
+        lesson = _lesson_of(Path(name), lessons)
+        if lesson and lesson not in subs:
+            subs[lesson] = Submission(member.name, lesson, member / name, link)
+    if not subs:
+        notes.append(f"{member}: not graded, {link}")
+    return list(subs.values())
 
 
 def find_submissions(args, lessons):
@@ -81,11 +134,11 @@ def find_submissions(args, lessons):
     found, notes, problems = [], [], []
     known = f"NN one of {', '.join(lessons)}"
     for arg in args:
-        path = Path(arg)
-        if path.is_file():
+        path = _absolute(arg)
+        if path.is_file() or path.is_symlink() and _is_notebook(path):
             lesson = _lesson_of(path, lessons)
             if lesson:
-                found.append(Submission(path.resolve().parent.name, lesson, path))
+                found.append(Submission(path.parent.name, lesson, path, _link(path)))
             else:
                 problems.append(f"{arg}: not a lesson notebook (expected a file named NN_*.ipynb, {known})")
             continue
@@ -93,24 +146,23 @@ def find_submissions(args, lessons):
             problems.append(f"{arg}: no such file or folder")
             continue
         mine = _lesson_notebooks(path, lessons, notes)
-        members = [d for d in sorted(path.iterdir()) if d.is_dir() and not d.name.startswith(".")]
+        members = [d for d in sorted(path.iterdir()) if (d.is_symlink() or d.is_dir()) and not d.name.startswith(".")]
         if mine:
-            theirs = [Submission(path.resolve().name, lesson, p) for lesson, p in mine.items()]
+            theirs = [Submission(path.resolve().name, lesson, p, _link(p)) for lesson, p in mine.items()]
             learner_dirs = {path}
         else:
             theirs = []
             for member in members:
-                theirs += [Submission(member.name, lesson, p)
-                           for lesson, p in _lesson_notebooks(member, lessons, notes).items()]
-            learner_dirs = {m for m in members}
+                theirs += _member(member, lessons, notes)
+            learner_dirs = {m for m in members if not m.is_symlink()}
             if not theirs:
                 problems.append(f"{arg}: no lesson notebooks (NN_*.ipynb, {known}) in it or in its sub-folders")
         found += theirs
-        notes += _unlisted(path, {s.path.resolve() for s in theirs}, lessons, learner_dirs)
+        notes += _unlisted(path, {s.path for s in theirs}, lessons, learner_dirs)
     seen = {}
     for sub in found:
         key = (sub.learner, sub.lesson)
-        if key in seen and seen[key].resolve() != sub.path.resolve():
+        if key in seen and seen[key] != sub.path:
             problems.append(f"two notebooks for learner {sub.learner!r}, lesson {sub.lesson}: {seen[key]} and "
                             f"{sub.path} (learners are named after their folders: rename one)")
         seen.setdefault(key, sub.path)

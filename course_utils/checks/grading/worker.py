@@ -1,81 +1,69 @@
-"""Grade ONE learner notebook: run it in a sandboxed kernel, then judge its answers from outside.
+"""Grade ONE learner notebook, in a worker process: run it in a sandboxed kernel, then judge its answers.
 
-    rows, graded, notes = grade_notebook(submission, checks, limits, sandboxed=True)
+    python -m course_utils.checks.grading.worker SPEC.json      # started by launch.py, one per notebook
 
-The parent (the `grading` command) calls `grade_notebook`, which starts this module as a worker
-process (`_worker(SPEC.json)`, from the grader's own copy of the package) and bounds it in time. The worker:
-1. copies the learner's folder to a private folder and starts a Jupyter kernel in the sandbox
-   (`sandbox.py`), with that copy in place of the folder;
-2. runs `kernel_side.remember` (sent as source), then the notebook's cells, like "Run All" but going
-   on past cells that fail, within the time limits;
-3. opens the judge's socket, runs the grading cell (the kernel connects and serves requests), and
-   meanwhile, in a thread of its own, runs `judge.judge` over that socket; writes the result.
-The worker runs no learner code: the learner's code runs only in the kernel.
+The worker runs no learner code: the learner's code runs only in the kernel. It
+1. starts a Jupyter kernel in the sandbox (`sandbox.py`, `confine.py`), in the learner's folder (a copy of
+   the submission, in the sandbox's memory);
+2. runs the grader's first cell (`kernel_side.boot`, loaded by path from the grader's copy of the package),
+   then the notebook's cells, like "Run All" but going on past cells that fail, within the time limits;
+   of what the cells print and show it keeps nothing (`QuietClient`: only a failed cell's error name and
+   first 1,000 characters), and it refuses any message over MESSAGE_LIMIT before reading it, so a notebook
+   that prints gigabytes cannot make this process grow;
+3. opens the judge's socket, runs the grading cell (`kernel_side.serve_judge`: the kernel connects and
+   serves requests), and meanwhile, in a thread of its own, runs `judge.judge` over that socket;
+4. writes the result file (atomically: whole, or not at all).
 """
 import contextlib
 import json
 import os
 import secrets
-import shutil
 import signal
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 from . import judge as judging
 from . import sandbox
-from .report import Row
+from .channel import GRACE, STARTUP, Channel
 
-PACKAGE_ROOT = Path(__file__).resolve().parents[3]  # the folder that holds course_utils/ (the grader's copy)
+HERE = Path(__file__).resolve().parent
 PROGRESS_TAG = "course-progress"  # the progress table at the end of every lesson: not run when grading
-STARTUP = 120  # seconds for a kernel to start, and for the grading cell to connect
-GRACE = 10     # seconds a kernel gets to stop after an interrupt before it is killed
-WORKER = "import sys; from course_utils.checks.grading.worker import _worker; sys.exit(_worker(sys.argv[1]))"
-NO_SIGINT = ["sh", "-c", 'trap "" INT; exec "$@"', "sh"]   # bubblewrap must not die of the kernel's interrupts
+ERROR_KEPT = 1000                 # characters kept of a failed cell's error message
+MESSAGE_LIMIT = 64 << 20          # bytes: a larger message from the kernel is dropped unread (zmq's MAXMSGSIZE)
 
 
-def _boot_source(names, store):
-    """The first cell: the kernel side (sent as source) in a module of its own, remembering answers."""
-    here = Path(__file__).resolve().parent
-    sources = {name: (here / f"{name}.py").read_text(encoding="utf-8") for name in ("wire", "kernel_side")}
-    return f"""\
-def _course_grader_boot(sources, names, store):
-    import sys, types
-    wire = types.ModuleType("course_grader_wire")
-    exec(compile(sources["wire"], "<course-grader>/wire.py", "exec"), wire.__dict__)
-    side = types.ModuleType(store)
-    side.__dict__["wire"] = wire
-    exec(compile(sources["kernel_side"], "<course-grader>/kernel_side.py", "exec"), side.__dict__)
-    side.defined = side.remember(names, get_ipython())
-    sys.modules[store] = side
+def boot_cell(store, names, kernel_side=HERE / "kernel_side.py"):
+    """The grader's first cell: load `kernel_side` by path as the module `store`, and boot it."""
+    return (f"import importlib.util as _u; _s = _u.spec_from_file_location({store!r}, {str(kernel_side)!r}); "
+            f"_m = _u.module_from_spec(_s); _s.loader.exec_module(_m); _m.boot(_m, {list(names)!r}, get_ipython()); "
+            "del _u, _s, _m")
 
 
-_course_grader_boot({sources!r}, {list(names)!r}, {store!r})
-del _course_grader_boot
-"""
+def serve_cell(store, path, token):
+    """The grading cell: the kernel side booted as `store` answers the judge at `path`."""
+    return f"__import__('sys').modules[{store!r}].serve_judge({path!r}, {token!r}, get_ipython())"
 
 
-def _serve_source(store, path, token):
-    return f"""\
-import sys as _course_grader_sys
-_course_grader_sys.modules[{store!r}].Server(_course_grader_sys.modules[{store!r}].defined,
-                                          get_ipython().user_ns).serve({path!r}, {token!r})
-del _course_grader_sys
-"""
+def quiet_client(nb, **kwargs):
+    """An nbclient NotebookClient that keeps no output but a failed cell's error (name and a short message)."""
+    from nbclient import NotebookClient
 
+    class QuietClient(NotebookClient):
+        def output(self, outs, msg, display_id, cell_index):
+            if msg["msg_type"] != "error":
+                return None
+            content = msg["content"]
+            kept = {"output_type": "error", "ename": str(content.get("ename", ""))[:200],
+                    "evalue": str(content.get("evalue", ""))[:ERROR_KEPT], "traceback": []}
+            outs[:] = [kept]
+            return kept
 
-def _kernel_env(progress_file):
-    env = dict(os.environ)
-    for name in ("JPY_SESSION_NAME", "JPY_PARENT_PID"):
-        env.pop(name, None)
-    env.update(COURSE_FAST="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", COURSE_PROGRESS="off",
-               COURSE_PROGRESS_FILE=str(progress_file), MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [os.environ.get("COURSE_KERNEL_PACKAGE_ROOT",
-                                                                        str(PACKAGE_ROOT))])))
-    return env
+        def handle_comm_msg(self, outs, msg, cell_index):   # widgets: nothing to keep
+            return None
+
+    return QuietClient(nb, **kwargs)
 
 
 def _error_of(cell):
@@ -97,11 +85,61 @@ def _kernel_manager(spec, box):
     class SandboxedKernelManager(AsyncKernelManager):
         def format_kernel_cmd(self, extra_arguments=None):
             argv = super().format_kernel_cmd(extra_arguments)
-            return NO_SIGINT + sandbox.wrap(argv, box) if box is not None else argv
+            if box is None:
+                return argv
+            here = Path(spec["package"]) / "course_utils" / "checks" / "grading"   # (bound in the sandbox)
+            confine = [argv[0], "-I", "-S", str(here / "confine.py"), "--processes", str(box.limits.processes),
+                       "--memory", str(box.limits.memory), "--file-size", str(box.limits.scratch),
+                       "--copy", sandbox.SUBMISSION, str(box.folder)]
+            confine += ["--uid", str(box.uid)] if box.uid is not None else []
+            return sandbox.NO_SIGINT + sandbox.wrap(argv, box, confine + ["--"], data=spec.get("data"))
+
+        def client(self, **kwargs):   # (its sockets refuse messages over MESSAGE_LIMIT unread)
+            import zmq
+            import zmq.asyncio
+
+            context = zmq.asyncio.Context()
+            context.setsockopt(zmq.MAXMSGSIZE, MESSAGE_LIMIT)
+            return super().client(context=context, **kwargs)
+
+        def write_connection_file(self, **kwargs):
+            super().write_connection_file(**kwargs)
+            if box is not None and box.uid is not None:   # (the kernel, as box.uid, reads it)
+                os.chown(self.connection_file, box.uid, box.uid)
 
     io_dir = Path(spec["io_dir"])
     return SandboxedKernelManager(kernel_name=spec["kernel"], transport="ipc", ip=str(io_dir / "k"),
                                   connection_file=str(io_dir / "kernel.json"))
+
+
+def _kernel_env(spec, box):
+    if box is not None:   # (the sandbox sets the kernel's whole environment; this is bwrap's own)
+        return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+    env = {k: v for k, v in os.environ.items() if k not in ("JPY_SESSION_NAME", "JPY_PARENT_PID")}
+    env.update(COURSE_FAST="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", COURSE_PROGRESS="off", MPLBACKEND="Agg",
+               PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=spec["package"])
+    return env
+
+
+def _box(spec):
+    if not spec["sandbox"]:
+        return None
+    tmp = Path(spec["result"]).parent
+    box = sandbox.Sandbox(folder=Path(spec["folder"]), submission=Path(spec["submission"]),
+                          package=Path(spec["package"]), io_dir=Path(spec["io_dir"]), etc_dir=tmp / "etc",
+                          uid=spec.get("uid"), limits=sandbox.Limits(*spec["limits"]))
+    sandbox.write_accounts(box)
+    if box.uid is not None:   # the kernel creates its sockets here: its folder, until it has started
+        os.chown(box.io_dir, box.uid, box.uid)
+    return box
+
+
+def _kernel_log(spec):
+    with contextlib.suppress(OSError):
+        with open(spec["kernel_log"], "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 600))
+            return f.read().decode("utf-8", "replace").strip()
+    return ""
 
 
 def run_notebook(spec):
@@ -112,15 +150,11 @@ def run_notebook(spec):
     import importlib
 
     import nbformat
-    from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
 
     from .. import core
 
-    path = Path(spec["notebook"])
-    folder = path.parent
     result = {"outcomes": {}, "graded": False, "notes": [], "cut": None}
-    names = spec["names"]
     loaded = {}
 
     def load_checks():  # (meanwhile the kernel starts and the notebook runs)
@@ -132,15 +166,12 @@ def run_notebook(spec):
 
     loader = threading.Thread(target=load_checks, daemon=True)
     loader.start()
-    nb = nbformat.read(path, as_version=4)
+    nb = nbformat.read(spec["notebook"], as_version=4)
     store = f"_course_grader_{secrets.token_hex(6)}"
-    nb.cells.insert(0, nbformat.v4.new_code_cell(_boot_source(names, store)))
-    io_dir = Path(spec["io_dir"])
-    box = None
-    if spec["sandbox"]:
-        copy = Path(spec["copy"])
-        shutil.copytree(folder, copy, symlinks=True, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-        box = sandbox.Sandbox(folder=folder, copy=copy, hidden=tuple(Path(h) for h in spec["hidden"]), io_dir=io_dir)
+    nb.cells.insert(0, nbformat.v4.new_code_cell(boot_cell(store, spec["names"],
+                                                           Path(spec["package"]) / "course_utils" / "checks"
+                                                           / "grading" / "kernel_side.py")))
+    box = _box(spec)
     timeout, cell_timeout = float(spec["timeout"]), float(spec["cell_timeout"])
     state = {"deadline": time.monotonic() + STARTUP, "limit": STARTUP, "kill_at": None, "cell": None}
     lock = threading.Lock()
@@ -155,14 +186,14 @@ def run_notebook(spec):
                 where = f"in {_cell_name(nb, state['cell'])}" if state["cell"] is not None else "while grading"
                 result["cut"] = (f"the notebook ran out of time ({timeout:g} s) {where} and did not stop when "
                                  "interrupted")
-            if result["outcomes"] or result["cut"] or result["notes"]:
-                result["graded"] = bool(result["outcomes"] or result["cut"]) or result["graded"]
-            Path(spec["result"]).write_text(json.dumps(result))
+            result["graded"] = bool(result["outcomes"] or result["cut"]) or result["graded"]
+            result["peak_mib"] = _peak_mib()
+            write_result(spec["result"], result)
 
     km = _kernel_manager(spec, box)
-    client = NotebookClient(nb, km=km, kernel_name=spec["kernel"], allow_errors=True, interrupt_on_timeout=True,
-                            startup_timeout=STARTUP, record_timing=False, shutdown_kernel="immediate",
-                            resources={"metadata": {"path": str(folder)}})
+    client = quiet_client(nb, km=km, kernel_name=spec["kernel"], allow_errors=True, interrupt_on_timeout=True,
+                          startup_timeout=STARTUP, record_timing=False, shutdown_kernel="immediate",
+                          resources={"metadata": {"path": str(spec["folder"])}})
     client.timeout_func = lambda cell: max(1, int(min(state["limit"], state["deadline"] - time.monotonic()) + 0.999))
     group = {}
 
@@ -173,7 +204,7 @@ def run_notebook(spec):
 
     def watchdog(stop):
         """A kernel that overruns its deadline despite the interrupts is killed (its whole process
-        group), and this worker ends at once with what it has."""
+        group, and with it the sandbox), and this worker ends at once with what it has."""
         while not stop.wait(0.5):
             if state["kill_at"] is not None and time.monotonic() > state["kill_at"]:
                 kill()
@@ -181,42 +212,67 @@ def run_notebook(spec):
                 os._exit(0)
 
     stop = threading.Event()
-    with client.setup_kernel(env=_kernel_env(spec["progress_file"])):
-        pid = getattr(getattr(client.km, "provisioner", None), "pid", None)
-        if pid:
-            group["pid"] = pid
-            Path(spec["pid_file"]).write_text(str(pid))
-            threading.Thread(target=watchdog, args=(stop,), daemon=True).start()
+    with open(spec["kernel_log"], "ab") as kernel_log:
+        started = False
         try:
-            client.execute_cell(nb.cells[0], 0, store_history=False)
-            if _error_of(nb.cells[0]):
-                raise RuntimeError("the grader's first cell failed in the kernel: %s: %s" % _error_of(nb.cells[0]))
-            state["deadline"], state["limit"] = time.monotonic() + timeout, cell_timeout
-            state["kill_at"] = state["deadline"] + GRACE
-            for index in range(1, len(nb.cells)):
-                cell = nb.cells[index]
-                if cell.cell_type != "code" or not cell.source.strip() or PROGRESS_TAG in cell.metadata.get("tags", ()):
-                    continue
-                if time.monotonic() >= state["deadline"]:
-                    result["cut"] = f"the notebook ran out of time ({timeout:g} s) before {_cell_name(nb, index)}"
-                    break
-                began, state["cell"] = time.monotonic(), index
-                client.execute_cell(cell, index)
-                if (_error_of(cell) or ("",))[0] == "KeyboardInterrupt":
-                    result["notes"].append(f"{_cell_name(nb, index)} was interrupted after "
-                                           f"{time.monotonic() - began:.0f} s")
-            state["cell"] = None
-            loader.join()
-            if "error" in loaded:
-                raise RuntimeError(f"the checks of lesson {spec['lesson']} could not be imported: {loaded['error']}")
-            _judge_in_kernel(client, nb, spec, loaded["checks"], store, result, state, kill)
-        except DeadKernelError:
-            if not result["outcomes"]:
-                where = f"in {_cell_name(nb, state['cell'])}" if state["cell"] is not None else "while grading"
-                result["notes"].append(f"the kernel died {where} (a crash, `exit()`, or out of memory?)")
-        finally:
-            stop.set()
+            with client.setup_kernel(env=_kernel_env(spec, box), stdout=kernel_log, stderr=kernel_log):
+                started = True
+                pid = getattr(getattr(client.km, "provisioner", None), "pid", None)
+                if pid:
+                    group["pid"] = pid
+                    Path(spec["pid_file"]).write_text(str(pid))
+                    threading.Thread(target=watchdog, args=(stop,), daemon=True).start()
+                try:
+                    _run_cells(client, nb, spec, box, state, result, timeout, cell_timeout)
+                    loader.join()
+                    if "error" in loaded:
+                        raise RuntimeError(f"the checks of lesson {spec['lesson']} could not be imported: "
+                                           f"{loaded['error']}")
+                    _judge_in_kernel(client, nb, spec, loaded["checks"], store, result, state, kill)
+                except DeadKernelError:
+                    if not result["outcomes"]:   # the notebook's doing (a crash, exit(), memory): a grade
+                        where = f"in {_cell_name(nb, state['cell'])}" if state["cell"] is not None else "while grading"
+                        result["died"] = f"the kernel died {where} (a crash, `os._exit()`, or out of memory?)"
+                        result["graded"] = True
+                finally:
+                    stop.set()
+        except Exception as error:   # noqa: BLE001 - the kernel did not start: the sandbox's, or the learner's, doing
+            if started:
+                raise
+            log = _kernel_log(spec)
+            if "confine: the learner's folder could not be copied" in log:
+                result["died"], result["graded"] = log.split("confine: ", 1)[1].splitlines()[0], True
+            else:
+                raise RuntimeError(f"the kernel did not start ({type(error).__name__}: {error}); its last words: "
+                                   f"{log or 'none'}") from None
     finish()
+
+
+def _run_cells(client, nb, spec, box, state, result, timeout, cell_timeout):
+    client.execute_cell(nb.cells[0], 0, store_history=False)
+    if _error_of(nb.cells[0]):
+        raise RuntimeError("the grader's first cell failed in the kernel: %s: %s" % _error_of(nb.cells[0]))
+    if box is not None and box.uid is not None:   # the kernel has made its sockets: it may not add files now
+        os.chown(box.io_dir, 0, 0)
+        os.chmod(box.io_dir, 0o755)
+    state["deadline"], state["limit"] = time.monotonic() + timeout, cell_timeout
+    state["kill_at"] = state["deadline"] + GRACE
+    for index in range(1, len(nb.cells)):
+        cell = nb.cells[index]
+        if cell.cell_type != "code" or not cell.source.strip() or PROGRESS_TAG in cell.metadata.get("tags", ()):
+            continue
+        if time.monotonic() >= state["deadline"]:
+            result["cut"] = f"the notebook ran out of time ({timeout:g} s) before {_cell_name(nb, index)}"
+            break
+        began, state["cell"] = time.monotonic(), index
+        limit = client.timeout_func(cell)
+        client.execute_cell(cell, index)
+        if (_error_of(cell) or ("",))[0] == "KeyboardInterrupt":
+            took = time.monotonic() - began
+            result["notes"].append(f"{_cell_name(nb, index)} was interrupted after {took:.0f} s (its time ran out)"
+                                   if took >= limit - 1 else
+                                   f"{_cell_name(nb, index)} raised KeyboardInterrupt itself after {took:.0f} s")
+    state["cell"] = None
 
 
 def _judge_in_kernel(client, nb, spec, checks, store, result, state, kill):
@@ -226,8 +282,10 @@ def _judge_in_kernel(client, nb, spec, checks, store, result, state, kill):
     from nbclient.exceptions import DeadKernelError
 
     check_timeout = float(spec["check_timeout"])
-    channel = judging.Channel.listen(spec["io_dir"], kill=kill)
-    cell = nbformat.v4.new_code_cell(_serve_source(store, channel.path, channel.token))
+    channel = Channel.listen(spec["io_dir"], kill=kill)
+    if spec.get("uid") is not None:   # (the kernel, as the sandbox's user, connects to it)
+        os.chmod(channel.path, 0o666)
+    cell = nbformat.v4.new_code_cell(serve_cell(store, channel.path, channel.token))
     nb.cells.append(cell)
     budget = STARTUP + (check_timeout + 2 * GRACE) * len(checks) + 60
     state["deadline"], state["limit"] = time.monotonic() + budget, budget
@@ -248,10 +306,8 @@ def _judge_in_kernel(client, nb, spec, checks, store, result, state, kill):
 
     thread = threading.Thread(target=run_judge, daemon=True)
     thread.start()
-    try:
+    with contextlib.suppress(DeadKernelError):
         client.execute_cell(cell, len(nb.cells) - 1, store_history=False)
-    except DeadKernelError:
-        pass
     channel.give_up()   # (a grading cell that ended without connecting will not connect any more)
     thread.join(budget + GRACE)
     if "outcomes" in done:
@@ -268,15 +324,32 @@ def _judge_in_kernel(client, nb, spec, checks, store, result, state, kill):
         result["notes"].append(f"the grader could not run the checks: {done.get('fault', 'no reply')}")
 
 
-def _skip_slow_imports():
+def _peak_mib():
+    """This process's peak memory (resident), in MiB: what the notebook's outputs cost it."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) // 1024
+    return None
+
+
+def write_result(path, result):
+    """The result file, whole or not at all (a full disk leaves no half-written file)."""
+    from ...files import atomic_write_text
+
+    atomic_write_text(json.dumps(result), path)
+
+
+def skip_slow_imports():
     """nbformat's validator (jsonschema) compiles dozens of grammars of `rfc3987_syntax` when it is
     installed: seconds per process. The grader validates no IRIs: in its own processes, skip it."""
     if "jsonschema" not in sys.modules:
         sys.modules.setdefault("rfc3987_syntax", None)
 
 
-def _worker(spec_file):
-    _skip_slow_imports()
+def main(spec_file):
+    skip_slow_imports()
     spec = json.loads(Path(spec_file).read_text())
     try:
         run_notebook(spec)
@@ -284,76 +357,9 @@ def _worker(spec_file):
         if not Path(spec["result"]).exists():  # (an error while shutting the kernel down changes nothing)
             result = {"outcomes": {}, "graded": False, "cut": None,
                       "notes": [f"could not run the notebook: {type(error).__name__}: {str(error)[:300]}"]}
-            Path(spec["result"]).write_text(json.dumps(result))
+            write_result(spec["result"], result)
     return 0
 
 
-# ---------------------------------------------------------------------------------------------
-# The parent: one worker process per notebook, bounded in time
-# ---------------------------------------------------------------------------------------------
-def _kill_group(pid):
-    """Kill a process group that this grader started in a new session (a worker, or a kernel)."""
-    if pid > 1:  # (never 0: that would be the grader's own group)
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
-
-
-def grade_notebook(sub, checks, timeout=600, cell_timeout=300, check_timeout=60, kernel="python3", sandboxed=True,
-                   hidden=(), grader_root=None):
-    """([Row] for the lesson's exercises, graded: bool, notes) for one learner's notebook.
-
-    hidden: the folders the sandbox hides (other learners' submissions); grader_root: the folder
-    holding the grader's own copy of course_utils (the judge imports the checks from there)."""
-    def rows(status, message):
-        return [Row(sub.learner, sub.lesson, c.exercise, status, message) for c in checks]
-
-    with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
-        tmp = Path(tmp)
-        (tmp / "io").mkdir()
-        spec = {"notebook": str(sub.path.resolve()), "lesson": sub.lesson, "kernel": kernel,
-                "timeout": timeout, "cell_timeout": cell_timeout, "check_timeout": check_timeout,
-                "result": str(tmp / "result.json"), "pid_file": str(tmp / "kernel.pid"),
-                "progress_file": str(tmp / "progress.json"), "io_dir": str(tmp / "io"),
-                "copy": str(tmp / "folder"), "sandbox": bool(sandboxed), "names": [c.learner_name for c in checks],
-                "hidden": [str(h) for h in hidden]}
-        (tmp / "spec.json").write_text(json.dumps(spec))
-        root = str(grader_root or PACKAGE_ROOT)
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
-                   COURSE_KERNEL_PACKAGE_ROOT=str(PACKAGE_ROOT), PYTHONDONTWRITEBYTECODE="1")
-        hard_limit = STARTUP + timeout + GRACE + STARTUP + (check_timeout + 2 * GRACE) * len(checks) + 60 + GRACE + 30
-        with open(tmp / "worker.log", "wb") as log:
-            worker = subprocess.Popen([sys.executable, "-c", WORKER, str(tmp / "spec.json")],
-                                      stdout=log, stderr=subprocess.STDOUT, cwd=tmp, env=env, start_new_session=True)
-            try:
-                worker.wait(timeout=hard_limit)
-            except subprocess.TimeoutExpired:
-                _kill_group(worker.pid)
-                worker.wait()
-        if (tmp / "kernel.pid").exists() and worker.returncode != 0:  # the worker could not shut its kernel
-            with contextlib.suppress(ValueError):
-                _kill_group(int((tmp / "kernel.pid").read_text()))
-        if not (tmp / "result.json").exists():
-            if worker.returncode == -signal.SIGKILL:
-                return rows("timeout", f"the notebook did not finish within {hard_limit:g} s and was stopped"), True, []
-            tail = (tmp / "worker.log").read_text(errors="replace")[-600:]
-            return rows("error", f"the grader failed on this notebook: {tail}"), False, []
-        result = json.loads((tmp / "result.json").read_text())
-        if os.environ.get("COURSE_GRADER_DEBUG"):
-            print((tmp / "worker.log").read_text(errors="replace")[-3000:], file=sys.stderr)
-    out = []
-    for check in checks:
-        status, message = result["outcomes"].get(check.exercise, (None, ""))
-        if status is None or (status == "missing" and result["cut"]):
-            if result["cut"]:
-                status, message = "timeout", f"{check.title}: not graded: {result['cut']}."
-            elif result["graded"]:
-                status, message = "error", f"{check.title}: not graded: {'; '.join(result['notes'])}."
-            else:
-                status, message = "error", "; ".join(result["notes"]) or "not graded"
-        out.append(Row(sub.learner, sub.lesson, check.exercise, status, message))
-    notes = result["notes"] + ([result["cut"]] if result["cut"] else [])
-    return out, result["graded"], notes
-
-
 if __name__ == "__main__":
-    sys.exit(_worker(sys.argv[1]))
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,449 @@
+"""ONE grading run, in the sandbox, of a class of tiny lesson-00 notebooks (a kernel each, two at a time) that
+attack the grader, plus one real lesson (08, a class exercise). Run as whoever runs the tests (CI: root);
+tests/test_sandbox_user.py grades the same attacks as a normal user.
+
+The attacks: stdout replaced, pre/post_run_cell hooks, an input transformer, numpy.allclose patched, the
+package edited on disk, other learners' folders and io folders read and written, files written outside
+the submissions, /etc/shadow and the instructor's own files read, the instructor's environment read, a
+unix socket of the machine reached, the network, the checks patched in the kernel, a fake tick, the
+reference copied and the copy watch switched off, answers and cells that ignore interrupts, an answer
+that raises KeyboardInterrupt, a kernel that dies, a fork bomb and a memory hog beside a learner graded at
+the same time, notebooks and learner folders that are symbolic links (to the solutions, to another
+learner, to themselves), names with terminal escape sequences and forged progress lines, a learner
+folder named `--no-sandbox`.
+"""
+import contextlib
+import csv
+import hashlib
+import importlib
+import json
+import os
+import re
+import shutil
+import socket
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_utils.checks import core
+from course_utils.checks import grading as G
+from course_utils.checks.grading import sandbox
+from course_utils.checks.grading.report import one_line
+
+ROOT = Path(__file__).resolve().parents[1]
+RIGHT = "return weights @ vectors\n"
+WRONG = "return vectors.sum(axis=0)   # forgets the weights\n"
+CHECK = "from course_utils.checks import lesson00 as check\ncheck.weighted_sum(weighted_sum)\n"
+SECRET = "the-instructor's-secret-4d1f"
+TIMEOUT, CELL_TIMEOUT = 60, 20   # seconds: a notebook, a cell (the fork bomb's and the endless cell's cost)
+ENVIRONMENT = {"PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "LANG", "PYTHONPATH", "PYTHONNOUSERSITE",
+               "PYTHONDONTWRITEBYTECODE", "COURSE_FAST", "COURSE_PROGRESS", "MPLBACKEND", "OMP_NUM_THREADS",
+               "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "COURSE_RUNS_DIR", "COURSE_DATA_DIR",
+               # set by the kernel itself (IPython, ipykernel, the shell's working folder)
+               "PWD", "PAGER", "GIT_PAGER", "TERM", "CLICOLOR", "CLICOLOR_FORCE", "FORCE_COLOR",
+               "PYDEVD_USE_FRAME_EVAL"}
+ESCAPED = "esc\x1b]52;c;cHduZWQ=\x07\x1b[2J"         # sets the clipboard, clears the screen
+FORGED = "eve\n\r[1∕1] 'mallory' 00_welcome.ipynb: 1∕1 passed (1 s)"   # (∕: a folder's name has no /)
+SPY = r'''
+import glob, json, os, socket, pathlib
+seen = {}
+def attempt(name, action):
+    try:
+        seen[name] = ["ok", repr(action())[:700]]
+    except BaseException as error:
+        seen[name] = ["failed", f"{type(error).__name__}: {error}"[:70]]
+here = pathlib.Path.cwd()
+attempt("list class folder", lambda: sorted(os.listdir(here.parent)))
+attempt("read other learner", lambda: (here.parent / "solved" / "00_welcome.ipynb").read_text()[:20])
+attempt("write other learner", lambda: (here.parent / "solved" / "00_welcome.ipynb").write_text("{}"))
+attempt("delete other learner", lambda: (here.parent / "wrong" / "00_welcome.ipynb").unlink())
+attempt("create in class folder", lambda: (here.parent / "planted.txt").write_text("x"))
+attempt("write outside", lambda: pathlib.Path(OUTSIDE).write_text("x"))
+import course_utils.checks.lesson00 as target
+attempt("edit the package", lambda: open(target.__file__, "a").write("\n# edited by a learner\n"))
+attempt("new file in the package", lambda: pathlib.Path(target.__file__).with_name("lesson00_pwned.py").write_text("x"))
+attempt("read home", lambda: sorted(os.listdir(os.path.expanduser("~"))))
+attempt("read the instructor's home", lambda: sorted(os.listdir(INSTRUCTOR_HOME)))
+attempt("own folder writable", lambda: (here / "scratch.txt").write_text("x"))
+attempt("read /etc/shadow", lambda: open("/etc/shadow").read()[:10])
+attempt("read the instructor's file", lambda: open(SECRET_FILE).read())
+attempt("environment", lambda: sorted(os.environ))
+attempt("list /etc", lambda: sorted(os.listdir("/etc")))
+attempt("user", lambda: os.getuid())
+attempt("processes", lambda: sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
+attempt("io folders", lambda: sorted(glob.glob(IO_ROOT + "/course-grade-*/io/kernel.json")))
+def unix():
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(HOST_SOCKET)
+        return s.recv(16)
+attempt("host socket", unix)
+def connect():
+    with socket.create_connection(("127.0.0.1", PORT), timeout=3) as s:
+        return s.recv(16)
+attempt("network", connect)
+'''
+FORK_BOMB = """
+import os, time
+def bomb():
+    while True:
+        try:
+            os.fork()
+        except OSError:
+            time.sleep(3600)
+bomb()
+"""
+MEMORY_HOG = """
+try:
+    hog = bytearray(16 << 30)
+    MEMORY = "allocated 16 GiB"
+except MemoryError:
+    MEMORY = "MemoryError"
+"""
+
+
+def notebook(path, *cells):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(textwrap.dedent(c)) for c in cells])
+    nbformat.write(nb, path)
+    return path
+
+
+def answer(body):
+    return "def weighted_sum(weights, vectors):\n" + textwrap.indent(body, "    ")
+
+
+def rows_of(csv_path):
+    with open(csv_path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def by_learner(rows):
+    out = {}
+    for row in rows:
+        out.setdefault(row["learner"], {})[(row["lesson"], row["exercise"])] = (row["outcome"], row["message"])
+    return out
+
+
+class Bait:
+    """What the spy reaches for outside its sandbox: a TCP server, a unix socket, a private file, a folder."""
+
+    def __init__(self, base):
+        self.base = Path(base)
+        self.outside = self.base / "outside.txt"
+        self.secret_file = self.base / "secret.txt"
+        self.secret_file.write_text(SECRET)
+        os.chmod(self.secret_file, 0o600)
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(5)
+        self.listener.settimeout(0.2)
+        self.unix_path = str(self.base / "host.sock")
+        self.unix = socket.socket(socket.AF_UNIX)
+        self.unix.bind(self.unix_path)
+        os.chmod(self.unix_path, 0o777)
+        self.unix.listen(5)
+        self.unix.settimeout(0.2)
+        self.connections, self.stop = [], threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while not self.stop.is_set():
+            for server in (self.listener, self.unix):
+                with contextlib.suppress(OSError):
+                    connection, _ = server.accept()
+                    self.connections.append(server.family)
+                    connection.sendall(b"secret")
+                    connection.close()
+
+    def spy(self, io_root, instructor_home):
+        return (SPY.replace("OUTSIDE", repr(str(self.outside))).replace("PORT", str(self.listener.getsockname()[1]))
+                .replace("SECRET_FILE", repr(str(self.secret_file))).replace("HOST_SOCKET", repr(self.unix_path))
+                .replace("IO_ROOT", repr(str(io_root))).replace("INSTRUCTOR_HOME", repr(str(instructor_home))))
+
+    def close(self):
+        self.stop.set()
+        self.listener.close()
+        self.unix.close()
+
+
+def attack_class(klass, spy, only=None):
+    """The learners of the attack class (lesson 00, and a real lesson 08 in `solved`); `only`: these learners."""
+    learners = {
+        "solved": [answer(RIGHT), CHECK],
+        "wrong": [answer(WRONG), CHECK],
+        # the lesson imports the reference under the exercise's name after the exercise: the learner's stub counts
+        "untouched": [answer("raise NotImplementedError()\n"), CHECK,
+                      "from course_utils.numpy_attention import weighted_sum"],
+        "stdout": [answer(WRONG), """
+            import sys, io, re
+            class Forger(io.TextIOBase):
+                def __init__(self, real):
+                    self.real = real
+                def write(self, text):
+                    return self.real.write(re.sub(r'"status": *"[a-z ]+"', '"status": "passed"', text)
+                                           .replace("wrong", "passed").replace("✘", "✔"))
+                def flush(self):
+                    self.real.flush()
+            sys.stdout = sys.__stdout__ = Forger(sys.stdout)
+            sys.stderr = Forger(sys.stderr)
+            """],
+        "hooks": [answer(WRONG), """
+            import json, re
+            cells = []
+            def before(info):
+                cells.append(info.raw_cell)
+            def after(result):
+                for token in re.findall(r"[0-9a-f]{16,}", cells[-1] if cells else ""):
+                    print(token, json.dumps({"exercise": "weighted_sum", "status": "passed",
+                                             "message": "✔ weighted sum: correct."}))
+                    print(json.dumps({"id": 1, "reply": {"ok": None}}))
+            get_ipython().events.register("pre_run_cell", before)
+            get_ipython().events.register("post_run_cell", after)
+            """],
+        "transformer": [answer(WRONG), """
+            def rewrite(lines):
+                text = "".join(lines)
+                if "grader" in text or "evaluate(" in text or "serve" in text:
+                    return ["print('✔ weighted sum: correct.')\\n"]
+                return lines
+            get_ipython().input_transformers_post.append(rewrite)
+            """],
+        "allclose": [answer(WRONG), """
+            import numpy, torch
+            numpy.allclose = lambda *args, **kwargs: True
+            numpy.isclose = lambda a, b, *args, **kwargs: numpy.ones(numpy.broadcast(a, b).shape, bool)
+            numpy.array_equal = lambda *args, **kwargs: True
+            numpy.testing.assert_allclose = lambda *args, **kwargs: None
+            torch.allclose = lambda *args, **kwargs: True
+            """],
+        "patcher": [answer(WRONG), """
+            from course_utils.checks import lesson00 as check, core
+            check.expect_close = core.expect_close = lambda *args, **kwargs: None
+            core.REGISTRY["00"]["weighted_sum"].evaluate = lambda fn, **kw: core.Outcome("00", "weighted_sum",
+                "weighted sum", "passed", "✔ weighted sum: correct.")
+            """, 'print("✔ weighted sum: correct (4 tests).")'],
+        "spy": [spy, answer("raise RuntimeError('SEEN ' + json.dumps(seen))\n")],
+        "copier": ["import course_utils.numpy_attention as na\n", answer("return na.weighted_sum(weights, vectors)\n")],
+        "blinder": ["import sys\nimport course_utils.numpy_attention as na\n",
+                    answer("sys.settrace(None)\nreturn na.weighted_sum(weights, vectors)\n")],
+        "check_loops": [answer("while True:\n    pass\n")],
+        "ignores_interrupts": [answer("import time\nwhile True:\n    try:\n        time.sleep(0.05)\n"
+                                      "    except KeyboardInterrupt:\n        pass\n")],
+        "cell_loops": ["import time\nwhile True:\n    try:\n        time.sleep(0.1)\n    except KeyboardInterrupt:\n"
+                       "        pass\n", answer(RIGHT)],
+        "interrupts_itself": [answer("raise KeyboardInterrupt('I stop here')\n")],
+        "dies": [answer(RIGHT), "import os\nos._exit(3)\n"],
+        "forkbomb": [answer(RIGHT), FORK_BOMB],
+        "forkbomb_neighbour": [answer(RIGHT), CHECK],   # graded beside the fork bomb (after it, in name order)
+        "hog": [MEMORY_HOG, answer("raise RuntimeError('MEMORY ' + MEMORY)\n")],
+        ESCAPED: [answer(RIGHT)],
+        FORGED: [answer(WRONG)],
+        "--no-sandbox": [answer(RIGHT)],
+    }
+    for learner, cells in learners.items():
+        if only is None or learner in only:
+            notebook(klass / learner / "00_welcome.ipynb", *cells)
+    shutil.copy(next((ROOT / "solutions").glob("08_*.ipynb")), klass / "solved")
+    if only is not None:
+        return learners
+    (klass / "linked").symlink_to(klass / "solved", target_is_directory=True)     # another learner's folder
+    (klass / "linknb").mkdir()
+    (klass / "linknb" / "00_welcome.ipynb").symlink_to(next((ROOT / "solutions").glob("00_*.ipynb")))
+    (klass / "loops").mkdir()
+    (klass / "loops" / "00_welcome.ipynb").symlink_to("00_welcome.ipynb")          # a link to itself
+    (klass / "loopdir").symlink_to("loopdir")                                       # a folder that is a loop
+    return learners
+
+
+def in_process(klass, out, io_root):
+    """Grade `klass` in this process (the grader's temporary folders in io_root, outside /tmp, and a secret
+    in the grader's environment); (exit status, printed lines)."""
+    lines = []
+    saved = tempfile.tempdir, os.environ.get("TMPDIR")
+    os.environ["TMPDIR"], tempfile.tempdir = str(io_root), None
+    os.environ["COURSE_INSTRUCTOR_SECRET"] = SECRET
+    try:
+        status = G.grade([str(klass)], out=str(out), log=lines.append, jobs=2, timeout=TIMEOUT,
+                         cell_timeout=CELL_TIMEOUT, check_timeout=8)
+    finally:
+        tempfile.tempdir = saved[0]
+        os.environ.pop("COURSE_INSTRUCTOR_SECRET", None)
+        os.environ.pop("TMPDIR", None) if saved[1] is None else os.environ.__setitem__("TMPDIR", saved[1])
+    return status, lines
+
+
+def grade_class(base, run=in_process, instructor_home=None, prepare=None, only=None):
+    """Build the attack class in `base`, grade it with `run(klass, out, io_root)` -> (status, lines); a dict of
+    what happened. `prepare(base)`: called once the class is built (e.g. to hand it to another user)."""
+    base = Path(base)
+    klass, io_root = base / "class", base / "tmp"
+    io_root.mkdir()
+    bait = Bait(base)
+    attack_class(klass, bait.spy(io_root, instructor_home or Path.home()), only)
+    package = Path(core.__file__).with_name("lesson00.py")
+    before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in [package, *(klass.rglob("*.ipynb"))]
+              if not p.is_symlink()}
+    if prepare is not None:
+        prepare(base)
+    began = time.monotonic()
+    try:
+        status, lines = run(klass, base / "grades.csv", io_root)
+    finally:
+        bait.close()
+    seconds = time.monotonic() - began
+    print(f"graded the class in {seconds:.0f} s")
+    grades = by_learner(rows_of(base / "grades.csv"))
+    message = grades["spy"][("00", "weighted_sum")][1]
+    seen = json.loads(message.split("SEEN ", 1)[1].split("\n")[0]) if "SEEN " in message else {}
+    return dict(status=status, grades=grades, log="\n".join(lines), lines=lines, seen=seen,
+                connections=bait.connections, klass=klass, outside=bait.outside, before=before, io_root=io_root,
+                seconds=seconds)
+
+
+@pytest.fixture(scope="module")
+def attacked(tmp_path_factory):
+    return grade_class(tmp_path_factory.mktemp("grading"))
+
+
+def outcome(attacked, learner):
+    return attacked["grades"][learner][("00", "weighted_sum")]
+
+
+# ---------------------------------------------------------------------------------------------
+# What every run of the attack class must show (this file: as root in CI; test_sandbox_user.py: a normal user)
+# ---------------------------------------------------------------------------------------------
+# the learners these checks need (a normal user's run grades only them)
+CHECKED = ("solved", "wrong", "untouched", "--no-sandbox", "spy", "forkbomb", "forkbomb_neighbour", "hog")
+
+
+def check_graded(attacked):
+    assert attacked["status"] == 0, attacked["log"]
+    assert re.search(r"^learner\s+00\s+08\s+total$", attacked["log"], re.M), attacked["log"]
+    n08 = len(list(G.module_checks(importlib.import_module("course_utils.checks.lesson08"))))
+    assert re.search(rf"^solved\s+1/1\s+{n08}/{n08}\s+{1 + n08}/{1 + n08}", attacked["log"], re.M), attacked["log"]
+    for (lesson, exercise), (result, message) in attacked["grades"]["solved"].items():
+        assert result == "passed", f"{lesson}/{exercise}: {message}"
+    assert outcome(attacked, "wrong")[0] == "wrong" and "you forgot the weights" in outcome(attacked, "wrong")[1]
+    assert outcome(attacked, "untouched")[0] == "not implemented"
+    assert outcome(attacked, "'--no-sandbox")[0] == "passed"         # a learner like any other (CSV: no formula)
+    assert not attacked["io_root"].exists() or not list(attacked["io_root"].iterdir())   # temporary folders removed
+
+
+def check_sandbox(attacked, user, home=None, python=None):
+    """The allow-list: nothing of the machine's, the instructor's or the other learners' is there."""
+    seen = attacked["seen"]
+    assert seen, outcome(attacked, "spy")
+    for attempt in ("read other learner", "write other learner", "delete other learner", "edit the package",
+                    "new file in the package", "read /etc/shadow", "read the instructor's file", "host socket",
+                    "network"):
+        assert seen[attempt][0] == "failed", f"{attempt}: {seen[attempt]}"
+    # ("write outside" and "create in class folder" may succeed inside the sandbox, in its own memory, where
+    # the path lies under its /tmp: nothing reaches the disk, as the end of this check shows.)
+    assert seen["list class folder"] == ["ok", "['spy']"]                  # the others are not even listed
+    assert seen["own folder writable"][0] == "ok"                           # (a copy of it, in memory)
+    names = set(eval(seen["environment"][1]))  # noqa: S307 - a list of names, printed by the spy
+    assert names <= ENVIRONMENT and "COURSE_INSTRUCTOR_SECRET" not in names, names - ENVIRONMENT
+    assert set(eval(seen["list /etc"][1])) <= {"ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd",
+                                               "group"}, seen["list /etc"]
+    assert len(eval(seen["io folders"][1])) == 1, seen["io folders"]      # its own io folder only, at --jobs 2
+    assert len(eval(seen["processes"][1])) <= 6, seen["processes"]        # its own processes only
+    seen_user = int(seen["user"][1])   # as root: a user id of its own; else the instructor's own
+    assert seen_user != 0 and (seen_user >= sandbox.UID_RANGE[0] if user == 0 else seen_user == user), seen_user
+    visible = set(eval(seen["read home"][1])) if seen["read home"][0] == "ok" else set()  # noqa: S307
+    assert visible <= {".ipython", ".cache", ".config", ".local", ".jupyter"}, visible
+    home = Path(home or Path.home())
+    ours = {p.relative_to(home).parts[0] for p in [*sandbox.python_paths(python or sys.executable)["dirs"],
+                                                   attacked["klass"], attacked["io_root"]] if home in p.parents}
+    if seen["read the instructor's home"][0] == "ok":   # only the way to Python, its own folder and io folder
+        assert set(eval(seen["read the instructor's home"][1])) <= ours, seen["read the instructor's home"]
+    for path, digest in attacked["before"].items():                         # nothing changed on the disk ...
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, f"{path} was changed"
+    klass = attacked["klass"]
+    assert not (klass / "planted.txt").exists() and not attacked["outside"].exists()   # ... or was added
+    assert not (klass / "spy" / "scratch.txt").exists()
+    assert attacked["connections"] == []
+
+
+def check_limits(attacked):
+    """A fork bomb and a memory hog are held by their own limits: the learner graded beside them passes."""
+    assert outcome(attacked, "forkbomb_neighbour")[0] == "passed", outcome(attacked, "forkbomb_neighbour")
+    assert outcome(attacked, "hog")[0] == "wrong" and "MEMORY MemoryError" in outcome(attacked, "hog")[1]
+    assert ("00", "weighted_sum") in attacked["grades"]["forkbomb"]
+
+
+def test_the_class_is_graded_and_the_table_printed(attacked):
+    check_graded(attacked)
+
+
+def test_the_sandbox_is_an_allow_list(attacked):
+    check_sandbox(attacked, user=os.geteuid())
+
+
+def test_a_fork_bomb_and_a_memory_hog_do_not_fail_the_learner_beside_them(attacked):
+    check_limits(attacked)
+
+
+@pytest.mark.parametrize("learner", ["stdout", "hooks", "allclose", "patcher"])
+def test_what_the_notebook_prints_hooks_or_patches_changes_no_verdict(attacked, learner):
+    """sys.stdout replaced, pre/post_run_cell hooks that forge outcome lines, numpy.allclose (and friends)
+    patched, the checks patched in the kernel plus a fake tick: the wrong answer stays wrong."""
+    assert outcome(attacked, learner) == outcome(attacked, "wrong"), learner
+
+
+def test_an_input_transformer_that_hides_the_grading_cell_gets_nothing(attacked):
+    result, message = outcome(attacked, "transformer")
+    assert result == "error" and "kept the grader from reaching its answers" in message, message
+
+
+def test_copied_only_where_certain(attacked):
+    """Running the reference is `copied`; a notebook that blinds the watch keeps the check's verdict, with a
+    note for the instructor (not a claim of copying)."""
+    result, message = outcome(attacked, "copier")
+    assert result == "copied" and "course_utils.numpy_attention.weighted_sum" in message, message
+    result, message = outcome(attacked, "blinder")
+    assert result == "passed" and "switched off the grader's watch" in message, message
+
+
+def test_endless_answers_and_cells_are_timeouts_and_an_own_interrupt_is_not(attacked):
+    """An answer that loops is interrupted; one that ignores the interrupt is a timeout too (its kernel
+    is killed); a cell that ignores interrupts costs its notebook what it did not reach. An answer that
+    raises KeyboardInterrupt itself is wrong, and says so."""
+    result, message = outcome(attacked, "check_loops")
+    assert result == "timeout" and "did not finish within 8 s" in message, message
+    result, message = outcome(attacked, "ignores_interrupts")
+    assert result == "timeout" and "did not finish within 8 s" in message, message
+    result, message = outcome(attacked, "cell_loops")
+    assert result == "timeout" and f"ran out of time ({TIMEOUT} s)" in message and "did not stop" in message, message
+    result, message = outcome(attacked, "interrupts_itself")
+    assert result == "wrong" and "KeyboardInterrupt: I stop here" in message, message
+
+
+def test_a_kernel_that_dies_is_a_grade(attacked):
+    """`os._exit()` in a cell: `error`, saying where; the class's exit status stays 0 (docs/instructors.md)."""
+    result, message = outcome(attacked, "dies")
+    assert result == "error" and "the kernel died in cell 2" in message, message
+    assert attacked["status"] == 0
+
+
+def test_links_are_never_followed_out_of_a_learners_folder(attacked):
+    grades = attacked["grades"]
+    for learner in ("linked", "linknb"):
+        result, message = grades[learner][("00", "weighted_sum")]
+        assert result == "error" and "is a symbolic link" in message, (learner, message)
+    assert grades["linked"].keys() == grades["solved"].keys()                # every lesson of the linked folder
+    assert "loops" not in grades or grades["loops"][("00", "weighted_sum")][0] == "error"
+    assert re.search(r"note: .*loopdir", attacked["log"]), attacked["log"]
+
+
+def test_names_are_printed_safely(attacked):
+    """No escape sequence reaches the terminal, and a name cannot forge a line of the grader's."""
+    assert not any(char in attacked["log"] for char in "\x1b\x07\r"), repr(attacked["log"][-2000:])
+    assert not any(part.startswith("[1∕1]") for line in attacked["lines"] for part in re.split("[\n\r]", line))
+    assert attacked["grades"][one_line(ESCAPED)][("00", "weighted_sum")][0] == "passed"
+    assert attacked["grades"][one_line(FORGED)][("00", "weighted_sum")][0] == "wrong"
