@@ -151,3 +151,41 @@ def test_two_evaluations_never_see_each_other():
     outcome = attend_check.evaluate(nested, seed_offset=3)
     assert inner[0].passed
     assert outcome.status == "wrong" and "`q` and `k` exchanged" in outcome.message, outcome.message
+
+
+# --- ev.call_measured: the call, and the largest tensor the learner's code created ---------------------------
+def test_a_measured_call_returns_the_result_and_the_largest_tensor_the_function_made():
+    torch = pytest.importorskip("torch")
+    from course_utils.checks import Evaluation
+
+    q, k = torch.randn(2, 40, 8), torch.randn(2, 24, 8)
+    ev = Evaluation()
+    result, elements, shape = ev.call_measured(lambda q, k: (q @ k.transpose(-2, -1)).sum(-1), q, k)
+    assert torch.allclose(result, (q @ k.transpose(-2, -1)).sum(-1)) and (elements, shape) == (2 * 40 * 24, (2, 40, 24))
+    big = torch.randn(1, 256, 256)                      # the evaluation's own copy of it is not the function's
+    assert ev.call_measured(lambda x: x.sum(-1), big)[1:] == (256, (1, 256))
+    assert ev.call_measured(lambda x: x.shape[0], big) == (1, 0, None)    # no tensor made
+    assert len(ev.calls) == 3 and ev.calls[1].args[0] is big
+
+
+def test_a_measured_call_keeps_the_guards_of_a_call():
+    """Copies handed over, inputs changed in place noted, the learner's exceptions turned into messages."""
+    torch = pytest.importorskip("torch")
+    from course_utils.checks import Evaluation, ExerciseError
+    from course_utils.checks.evaluation import LearnerNotImplemented
+
+    x = torch.ones(3, 4)
+    ev = Evaluation()
+    result, elements, _ = ev.call_measured(lambda x: x.mul_(2).sum(), x)     # (mul_ returns its copy of x: 12)
+    assert float(result) == 24.0 and torch.equal(x, torch.ones(3, 4)) and ev.modified == ["x"] and elements == 12
+
+    def raises(x):
+        raise ValueError("no")
+
+    def unfinished(x):
+        raise NotImplementedError()
+
+    with pytest.raises(ExerciseError, match="your function raised ValueError: no"):
+        ev.call_measured(raises, x)
+    with pytest.raises(LearnerNotImplemented):
+        ev.call_measured(unfinished, x)

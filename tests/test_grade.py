@@ -9,7 +9,8 @@
   reference in any form is `copied`.
 The sandboxed runs: test_grade_class.py (a class of attacks, as the test's user), test_sandbox_user.py (the
 same as a normal user), test_grade_process.py (Ctrl-C, a full disk, the working folder, big outputs),
-test_grade_clone.py (clones under /tmp and the home folder grade the solutions to full marks).
+test_grade_clone.py (clones under /tmp and the home folder grade the solutions to full marks),
+test_grade_probes.py (lesson 13's "nothing T_q x T_k", measured in the learner's kernel).
 """
 import contextlib
 import csv

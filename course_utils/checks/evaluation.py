@@ -5,11 +5,13 @@
     out = ev.call(answer, x)                              # the learner's function, on copies of the inputs
     ev.expect_close(out, ref.softmax(x), "softmax(x)", mistakes={...})
     ev.modified                                       # the inputs the function changed in place: ["x"]
+    out, elements, shape = ev.call_measured(answer, q, k, v)   # the same call, and its largest tensor (measure.py)
 
 A check receives its `Evaluation` as its first argument and passes it along to whatever needs the seeds,
 the learner's calls or the reference; nothing is kept anywhere else, so two evaluations (a check run inside
 another, or the grader judging several answers) never see each other's inputs, calls or seeds.
 """
+import functools
 import os
 import traceback
 from typing import NamedTuple
@@ -50,10 +52,24 @@ class Evaluation:
     def call(self, answer, *args, **kwargs):
         """Call the learner's `answer` on copies of the arguments; turn its exceptions into messages a learner can
         act on, and note every argument it changed in place (the check then says so)."""
+        return self._call(answer, answer, args, kwargs)
+
+    def call_measured(self, answer, *args, **kwargs):
+        """`call`, measured where the learner's code runs: (result, the elements of the largest tensor it
+        created, that tensor's shape or None) (`measure.py`). A function of this process runs under the
+        measure here; the grader's proxy of a function in the learner's kernel (`__call_measured__`) has the
+        kernel measure the call and send the measurement back with the result."""
+        measure = getattr(type(answer), "__call_measured__", None)   # (type: a proxy forwards every attribute)
+        if measure is None:   # a function of this process (torch is imported only by the checks that measure)
+            from .measure import measured as measure
+        return self._call(answer, functools.partial(measure, answer), args, kwargs)
+
+    def _call(self, answer, run, args, kwargs):
+        """run(*copies of args, **copies of kwargs), the call of `answer` that `call` and `call_measured` make."""
         args_given, kwargs_given = given(args, kwargs)
         self.calls.append(Call(answer, args, kwargs))
         try:
-            return answer(*args_given, **kwargs_given)
+            return run(*args_given, **kwargs_given)
         except NotImplementedError:
             raise LearnerNotImplemented() from None
         except ExerciseError:

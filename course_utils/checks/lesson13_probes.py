@@ -1,11 +1,14 @@
 """Lesson 13's probes of what an answer does, not only what it returns.
 
 - `largest_tensor(ev, answer, *args, **kwargs)`: the answer's result and the largest tensor it created (its
-  storage, in elements, and its shape), seen by a `TorchFunctionMode` that notes every tensor a torch
-  function or tensor method called by the answer returns. A T_q x T_k tensor is found whatever it is called
-  or however it is built (the scores, P, the whole causal mask, a broadcast product). It sees what runs in
-  this process: the notebook's check and the tests; under the instructor's grader the learner's code runs
-  in its own kernel, where it sees nothing.
+  storage, in elements, and its shape), measured by `ev.call_measured` where the answer runs (`measure.py`: a
+  `TorchFunctionMode` that notes every tensor a torch function or tensor method returns). A T_q x T_k tensor is
+  found whatever it is called or however it is built (the scores, P, the whole causal mask, a broadcast
+  product). In a notebook and in the tests the answer runs in this process; under the instructor's grader it
+  runs in the learner's kernel, which measures the call and sends the measurement back with the result (the
+  judge still decides). There the measure runs in the learner's own process, as the grader's copy watch does:
+  a notebook that tampers with it (switches torch's function modes off, patches the grader's kernel side, or
+  builds the matrix in NumPy or in another thread, where the mode does not look) can fool it.
 - `tiles_above_computed(answer, q, k, v, ...)`: which tiles strictly above the diagonal a causal answer
   computed, from its values alone (so it holds under the grader too): the values of one block of keys are
   set to +inf; no query before those keys may see them, so their outputs must stay as they were, but a tile
@@ -15,36 +18,14 @@
 """
 import numpy as np
 import torch
-from torch.overrides import TorchFunctionMode
 
 from .core import to_numpy
 from .evaluation import Evaluation
 
 
-class _Largest(TorchFunctionMode):
-    """Notes the largest tensor (by its storage, in elements) that any torch function or method returns.
-    (A function mode: a dispatch mode would see the same tensors, but its first use imports torch._dynamo,
-    seconds on a busy machine.)"""
-
-    def __init__(self):
-        super().__init__()
-        self.elements, self.shape = 0, None
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        result = func(*args, **(kwargs or {}))
-        for t in result if isinstance(result, (tuple, list)) else (result,):
-            if isinstance(t, torch.Tensor):
-                size = t.untyped_storage().nbytes() // max(t.element_size(), 1)
-                if size > self.elements:
-                    self.elements, self.shape = size, tuple(t.shape)
-        return result
-
-
 def largest_tensor(ev: Evaluation, answer, *args, **kwargs):
     """(the answer's result, the elements of the largest tensor it created, that tensor's shape)."""
-    with _Largest() as seen:
-        result = ev.call(answer, *args, **kwargs)
-    return result, seen.elements, seen.shape
+    return ev.call_measured(answer, *args, **kwargs)
 
 
 def quadratic_symptom(elements, shape, lead, T_q, T_k, what):

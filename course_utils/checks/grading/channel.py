@@ -181,7 +181,7 @@ class Channel:
                        "grad": bool(torch is not None and torch.is_grad_enabled())}
             if name is not None:
                 request["name"] = name
-            if torch is not None and op == "call":   # the learner's randomness follows the check's seeds
+            if torch is not None and op in ("call", "measure"):   # the learner's randomness follows the check's seeds
                 state = torch.get_rng_state()
                 if self.rng_sent is None or not torch.equal(state, self.rng_sent):
                     request["rng"] = wire.to_plain(state, keep)

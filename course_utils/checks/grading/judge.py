@@ -15,13 +15,19 @@ functions return, never how that is judged. The inputs are drawn from seeds move
 (`check.evaluate(answer, seed_offset=...)`), so the answers cannot be looked up from a table made in advance.
 
 `copied` is said only when it is certain: the kernel's watch saw the course's reference for the exercise
-run while the learner's answer was checked. The watch runs in the learner's kernel, so a notebook can
-blind it (then the check's own verdict stands, with a note saying so); no `copied` proves nothing.
+run while the learner's answer was checked: its own code, or a private helper of its module to which it
+hands its whole work (`tiled_attention` is `return _tiled_forward(...)`: running `_tiled_forward`, e.g.
+through `sliding_window_attention`, is running the reference). Not the other code a reference uses (a check
+of its inputs, a numerically safe maximum, a feature map, another lesson's reference: running those is not
+running the exercise's answer). The watch runs in the learner's kernel, so a notebook can blind it (then the
+check's own verdict stands, with a note saying so); no `copied` proves nothing.
 """
+import ast
 import functools
 import inspect
 import os
 import secrets
+import textwrap
 import time
 
 from .channel import SEED_RANGE, CheckTimeout, GraderFault, KernelGone
@@ -32,7 +38,35 @@ from .channel import SEED_RANGE, CheckTimeout, GraderFault, KernelGone
 # ---------------------------------------------------------------------------------------------
 def reference_codes(reference):
     """[(path inside course_utils, first line, name)] of the code of a check's reference: a
-    function, the methods of a class, the function of a functools.partial."""
+    function, the methods of a class, the function of a functools.partial; and the private helpers
+    they hand their whole work to (`delegated`)."""
+    return [_code_of(function) for function in _reference_functions(reference, helpers=True) if _code_of(function)]
+
+
+def delegated(function, depth=0):
+    """The private functions of `function`'s own module to which it hands its whole work: its body, past its
+    docstring, is `return _helper(...)` (or `return _helper(...)[i]`); followed down (a helper that
+    delegates in turn)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError, IndentationError):   # no source (a lambda's line may not parse)
+        return []
+    node = tree.body[0] if tree.body else None
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return []
+    body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+    value = body[0].value if len(body) == 1 and isinstance(body[0], ast.Return) else None
+    value = value.value if isinstance(value, ast.Subscript) else value
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id.startswith("_")):
+        return []
+    helper = getattr(function, "__globals__", {}).get(value.func.id)
+    if not inspect.isfunction(helper) or helper.__module__ != function.__module__ or helper is function:
+        return []
+    return [helper] + (delegated(helper, depth + 1) if depth < 3 else [])
+
+
+def _reference_functions(reference, helpers):
+    """The Python functions of a reference (see `reference_codes`), with their delegated helpers or not."""
     while isinstance(reference, functools.partial):
         reference = reference.func
     functions = []
@@ -48,22 +82,38 @@ def reference_codes(reference):
                     functions.append(value)
     elif inspect.isfunction(reference) or inspect.ismethod(reference):
         functions.append(getattr(reference, "__func__", reference))
-    codes = []
-    for function in functions:
-        code = function.__code__
-        path = code.co_filename.replace(os.sep, "/")
-        cut = path.rfind("/course_utils/")
-        if cut >= 0:
-            codes.append((path[cut + len("/course_utils/"):], code.co_firstlineno, code.co_name))
-    return codes
+    if helpers:
+        functions += [helper for function in functions for helper in delegated(function)]
+    return functions
 
 
-def _describe_reference(reference):
+def _code_of(function):
+    """(path inside course_utils, first line, name) of a function's code, or None outside the package."""
+    code = function.__code__
+    path = code.co_filename.replace(os.sep, "/")
+    cut = path.rfind("/course_utils/")
+    return (path[cut + len("/course_utils/"):], code.co_firstlineno, code.co_name) if cut >= 0 else None
+
+
+def _describe_reference(reference, hits=()):
+    """The reference's name, and the helper it hands its work to when only that one ran (`hits`: the watch's)."""
+    own = {_code_of(f) for f in _reference_functions(reference, helpers=False)}
+    seen = set()
+    for hit in hits:
+        try:
+            seen.add((str(hit[0]), int(hit[1]), str(hit[2])))
+        except (TypeError, ValueError, IndexError):   # (the kernel's data: only ever used to word the message)
+            continue
+    through = [f for f in _reference_functions(reference, helpers=True)
+               if _code_of(f) in seen and _code_of(f) not in own]
     while isinstance(reference, functools.partial):
         reference = reference.func
     module = getattr(reference, "__module__", "course_utils")
     name = getattr(reference, "__qualname__", getattr(reference, "__name__", "the reference"))
-    return f"{module}.{name}" if "<lambda>" not in name else f"the reference of this exercise ({module})"
+    text = f"{module}.{name}" if "<lambda>" not in name else f"the reference of this exercise ({module})"
+    if through and not own & seen:
+        text += f" (through {through[0].__module__}.{through[0].__qualname__}, the code it hands its whole work to)"
+    return text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,10 +168,11 @@ def _judge_one(channel, check, check_timeout, offset, watch=True):
         return status, message
     copied = channel.control("copied")
     if copied["hits"]:
+        reference = _describe_reference(check.reference, copied["hits"])
         status, message = "copied", (f"✘ {title}: while it was checked, your answer ran the course's own "
-                                     f"reference, {_describe_reference(check.reference)}, which the exercise asks "
-                                     "you to write yourself: it earns nothing (reading the reference is fine; "
-                                     "calling it, in any form, is not).")
+                                     f"reference, {reference}, which the exercise asks you to write yourself: it "
+                                     "earns nothing (reading the reference is fine; calling it, in any form, is "
+                                     "not).")
     elif copied["removed"]:
         message += (" (Note for the instructor: the notebook switched off the grader's watch on the course's "
                     "reference (sys.settrace) while it was checked: whether it ran the reference is not known.)")

@@ -9,8 +9,10 @@ the notebook's first cell, into a module of a random name (a module the notebook
 - `serve_judge(path, token, shell)`, after the notebook: connect to the judge, then answer its requests one
   by one until it says goodbye. A request names a function, class or object of the notebook (by
   handle) and what to do with it: call it with these arguments (data), read an attribute, iterate
-  it, run backward() through a tensor it returned. The reply is data (`wire`), or a handle to an
-  object that stays here. Nothing here compares anything with an expected value: the judge does.
+  it, run backward() through a tensor it returned, or call it under the measure of the largest tensor it
+  creates (`checks/measure.py`, loaded by path like `wire.py`, at the first such request: lesson 13's
+  "nothing of size T_q x T_k"; the measurement goes back with the result). The reply is data (`wire`), or a
+  handle to an object that stays here. Nothing here compares anything with an expected value: the judge does.
 - while serving, `Watch` notes every run of the course's reference for the exercise being graded
   (its code, however it is reached: imported, aliased, wrapped, partially applied, reloaded), which
   the judge reports as `copied`. It is a witness, not a guard: code that runs in this kernel can
@@ -25,11 +27,11 @@ import threading
 import traceback
 
 
-def _load_beside(name):
-    """The module `name`.py of this module's folder, loaded by path (no package, no sys.path)."""
+def _load_beside(name, up=0):
+    """The module `name`.py of this module's folder (`up` folders above), loaded by path (no package, no sys.path)."""
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    path = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), *[os.pardir] * up, f"{name}.py"))
     spec = importlib.util.spec_from_file_location(f"{__name__}_{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -43,6 +45,18 @@ except ImportError:  # ... or loaded by path into the kernel (the grader's first
 
 PACKAGE_DIR = "course_utils"
 defined = {}   # what the notebook defined under the exercises' names (boot)
+_measure = []  # checks/measure.py, once a call is measured (it imports torch)
+
+
+def measure():
+    """checks/measure.py: from the package (the tests, the linter), else by path (the grader's kernel)."""
+    if not _measure:
+        try:
+            from .. import measure as module
+        except ImportError:
+            module = _load_beside("measure", up=1)
+        _measure.append(module)
+    return _measure[0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -282,12 +296,13 @@ class Server:
         grad = bool(request.get("grad", False))
         self.table.grads = grad
         context = torch.set_grad_enabled(grad) if torch is not None else _Nothing()
+        measured = measure().measured if op == "measure" else None   # (loaded before the learner's code runs)
         self.watch.start()
         try:
             with context:
-                if op == "call":
+                if op in ("call", "measure"):   # measure: [result, elements, shape] (checks/measure.py)
                     snapshots = [_snapshot(a) for a in args], {k: _snapshot(v) for k, v in kwargs.items()}
-                    result = target(*args, **kwargs)
+                    result = list(measured(target, *args, **kwargs)) if measured else target(*args, **kwargs)
                     changed = _changed(snapshots, args, kwargs)
                     if changed:   # the inputs the learner's code changed in place: the judge sees it too
                         return {"ok": result, "changed": changed}

@@ -1,6 +1,7 @@
 """The learner's objects as the judge sees them: `Remote` handles whose calls, attribute reads and
 methods go through the channel to the kernel (data crosses, objects stay there), exceptions rebuilt by
-name, inputs changed in place written back, and gradients carried back through `backward()`."""
+name, inputs changed in place written back, gradients carried back through `backward()`, and calls
+measured in the kernel (`__call_measured__`, for `Evaluation.call_measured`)."""
 import builtins
 import inspect
 import re
@@ -189,6 +190,25 @@ class RemoteCallable(Remote):
 
     def __call__(self, *args, **kwargs):
         return object.__getattribute__(self, "_channel").request("call", self, args=args, kwargs=kwargs)
+
+    def __call_measured__(self, *args, **kwargs):
+        """The call, measured in the kernel, where the learner's code runs (`Evaluation.call_measured`,
+        checks/measure.py): (result, elements of the largest tensor it created, that tensor's shape or None)."""
+        reply = object.__getattribute__(self, "_channel").request("measure", self, args=args, kwargs=kwargs)
+        return _measurement(reply)
+
+
+def _measurement(reply):
+    """(result, elements, shape) from the kernel's reply to "measure". It is the learner's kernel's data, as the
+    measure is its witness: a reply not of that form counts as nothing measured (0, None), which a kernel
+    could claim anyway (docs/instructors.md, "What the grader guarantees")."""
+    if not (isinstance(reply, (list, tuple)) and len(reply) == 3):
+        return reply, 0, None
+    result, elements, shape = reply
+    if type(elements) is not int or elements < 0 or not (shape is None or isinstance(shape, (list, tuple)) and all(
+            type(n) is int for n in shape)):
+        return result, 0, None
+    return result, elements, None if shape is None else tuple(shape)
 
 
 _KINDS = {}
