@@ -1,33 +1,21 @@
 """What every benchmark prints and uses: the machine and its load, medians of interleaved runs, a
 `--tiny` mode (every benchmark has one: seconds, to check it still runs) and the tokenizer cache."""
-import os
-import platform
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
-import torch
+from course_utils.config import load_line, machine_line
 
 
 def machine():
-    """One line: CPU model, cores, torch version and threads."""
-    cpu = platform.processor() or ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return (f"{cpu or platform.machine()}, {os.cpu_count()} cores; torch {torch.__version__}, "
-            f"{torch.get_num_threads()} thread(s), OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
+    """One line: CPU model, cores, torch version and threads (course_utils.config.machine_line)."""
+    return machine_line()
 
 
 def load():
     """The load averages over 1, 5 and 15 minutes (what `uptime` prints)."""
-    try:
-        return "load average %.2f, %.2f, %.2f" % os.getloadavg()
-    except OSError:
-        return "load average unknown"
+    return load_line()
 
 
 def tokenizer_path():

@@ -50,11 +50,11 @@ from course_utils.attention import MultiHeadAttention, PositionalEncoding  # noq
 from course_utils.data.batch import PAD_ID as PAD  # noqa: E402
 from course_utils.data.batch import collate  # noqa: E402
 from course_utils.data.multi30k import load_multi30k  # noqa: E402
+from course_utils.pipeline.runs import keep_freed_memory  # noqa: E402
 from course_utils.tokenization import SubwordTokenizer, train_bpe  # noqa: E402
 from course_utils.transformer import PositionwiseFeedForward  # noqa: E402
 from course_utils.translation.data import batch_sampler, encode_pairs  # noqa: E402
 from course_utils.translation.presets import build_model, make_config  # noqa: E402
-from course_utils.translation.trainer import keep_freed_memory  # noqa: E402
 
 VARIANTS = {  # name -> Step options; "before" first: the others are compared with it
     "before": {},

@@ -5,8 +5,11 @@
     DEVICE   CUDA when available, else CPU (printed once, with a hint when no GPU is found)
     resolve_device("auto" | "cpu" | "cuda:1" ...) -> torch.device (the one "auto" of the course)
     runs_dir()  the folder for training runs: $COURSE_RUNS_DIR, else runs/ at the repository root
+    describe_machine(device, load_before)   the machine and its load, as every report records them
+    machine_line(), load_line(), load_average()   the same as one line (benchmarks), and the load alone
 """
 import os
+import platform
 import random
 from pathlib import Path
 
@@ -94,3 +97,48 @@ def seed_everything(seed=0):
     torch.cuda.manual_seed_all(seed)
     torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.deterministic = True
+
+
+def load_average():
+    """The load averages over 1, 5 and 15 minutes (what `uptime` prints), rounded; None where unknown."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
+def _processor():
+    """The CPU's model name (Linux: /proc/cpuinfo), else what the platform module knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
+def describe_machine(device=None, load_before=None):
+    """The machine a measurement ran on, as every report and reference file records it: platform, CPU, cores,
+    torch and its threads, the device (a GPU's name), and the load average before (`load_before`, taken by the
+    caller when it started) and now."""
+    import torch
+
+    device = resolve_device("auto" if device is None else device)
+    return {"platform": platform.platform(), "processor": _processor(), "cpus": os.cpu_count(),
+            "device": str(device), "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
+            else _processor(), "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "load_before": load_before, "load_after": load_average()}
+
+
+def load_line():
+    """The load average as `uptime` prints it: "load average 0.52, 0.61, 0.70"."""
+    load = load_average()
+    return "load average " + (", ".join(f"{x:.2f}" for x in load) if load else "unknown")
+
+
+def machine_line(with_load=False):
+    """One line: CPU model, cores, torch version and threads, OMP_NUM_THREADS (and the load average)."""
+    import torch
+
+    line = (f"{_processor()}, {os.cpu_count()} cores; torch {torch.__version__}, {torch.get_num_threads()} "
+            f"thread(s), OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
+    return f"{line}; {load_line()}" if with_load else line

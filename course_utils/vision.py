@@ -6,6 +6,7 @@
     model = SmallCNN(num_classes=10, channels=16, attention=True)
     logits = model(images)                         # images: (B, 1, H, W) -> (B, num_classes)
     patches = patchify(images, patch_size=2)       # (B, C, H, W) -> (B, N, P·P·C), N = (H/P)·(W/P)
+    conv = patch_embedding_conv(vit.patch_embed, patch_size=2)   # the same map as a strided nn.Conv2d
     vit = ViT(image_size=8, patch_size=2, num_classes=10)   # patches + [CLS] + positions -> lesson 09's encoder
     X_train, y_train, X_test, y_test = load_digits_split()   # scikit-learn's 8×8 digits, no download
 
@@ -151,6 +152,22 @@ def patchify(images, patch_size):
     x = images.reshape(B, C, H // P, P, W // P, P)          # (B, C, H/P, P, W/P, P): (ch, r, i, c, j)
     x = x.permute(0, 2, 4, 3, 5, 1)                          # (B, H/P, W/P, P, P, C): (r, c, i, j, ch)
     return x.reshape(B, (H // P) * (W // P), P * P * C)      # (B, N, P·P·C)
+
+
+def patch_embedding_conv(linear, patch_size, in_channels=1):
+    """The patch embedding `linear` (nn.Linear(P·P·C, d_model) on patchify's (P, P, C)-ordered patches) as the
+    convolution it is: nn.Conv2d(C, d_model, kernel_size=P, stride=P) with the same weights, so that
+    conv(images).flatten(2).transpose(1, 2) == linear(patchify(images, P)), both (B, N, d_model)."""
+    P, C = int(patch_size), int(in_channels)
+    if linear.in_features != P * P * C:
+        raise ValueError(f"the patch embedding takes {linear.in_features} features, not P·P·C = {P * P * C} "
+                         f"(patch_size={P}, in_channels={C})")
+    conv = nn.Conv2d(C, linear.out_features, kernel_size=P, stride=P, bias=linear.bias is not None)
+    with torch.no_grad():
+        conv.weight.copy_(linear.weight.reshape(-1, P, P, C).permute(0, 3, 1, 2))   # (d_model, C, P, P)
+        if linear.bias is not None:
+            conv.bias.copy_(linear.bias)
+    return conv
 
 
 class ViT(nn.Module):
@@ -300,7 +317,8 @@ def accuracy(model, X, y, batch_size=512):
 def show_pixel_attention(image, weights, pixels, title=None):
     """The image, then for each chosen pixel (row, col) its attention map over the image (pixel boxed in red).
 
-    image: (H, W); weights: (N, N) for this image, N = H·W, row j = row·W + col is that pixel's map.
+    image: (H, W); weights: (N, N) for this image, N = H·W, row j = row·W + col is that pixel's map; or only
+    the chosen pixels' rows, (len(pixels), N), in their order (a reference run keeps only those).
     The maps share one colour scale (the colorbar); the digit's outline is drawn over each of them.
     """
     import matplotlib.pyplot as plt
@@ -308,10 +326,12 @@ def show_pixel_attention(image, weights, pixels, title=None):
     from .tensors import to_numpy
 
     image, w = to_numpy(image).astype(float), to_numpy(weights).astype(float)
-    if image.ndim != 2 or w.shape != (image.size, image.size):
-        raise ValueError(f"expected image (H, W) and weights (H·W, H·W), got {image.shape} and {w.shape}")
+    if image.ndim != 2 or w.shape not in ((image.size, image.size), (len(pixels), image.size)):
+        raise ValueError(f"expected image (H, W) and weights (H·W, H·W) or (pixels, H·W), got {image.shape} and "
+                         f"{w.shape}")
     H, W = image.shape
-    maps = [w[r * W + c].reshape(H, W) for r, c in pixels]                 # each (H, W), sums to 1
+    rows = [r * W + c for r, c in pixels] if w.shape[0] == image.size else range(len(pixels))
+    maps = [w[j].reshape(H, W) for j in rows]                              # each (H, W), sums to 1
     fig, axes = plt.subplots(1, len(pixels) + 1, figsize=(2.3 * (len(pixels) + 1) + 0.9, 2.7), squeeze=False)
     axes = axes[0]
     axes[0].imshow(image, cmap="gray_r")

@@ -169,6 +169,8 @@ def vit():
     E = box(ax, 4.3, ym, 0.6, 0.44, "$E$", role="op", fs=FS)
     arrow(ax, Xp.right, E.left)
     text(ax, E.cx, E.y0 - 0.14, "linear", fs=FS_SMALL, color=MUTED)
+    text(ax, E.cx, E.y0 - 0.36, "= $P \\times P$ conv.,", fs=FS_SMALL, color=MUTED)
+    text(ax, E.cx, E.y0 - 0.56, "stride $P$", fs=FS_SMALL, color=MUTED)
 
     # tokens: [CLS] first, then the N embedded patches; learned positions added
     cls_fill = mix(ACCENT, WHITE, 0.75)
@@ -202,7 +204,7 @@ def vit():
 
     text(ax, W / 2, 0.58, r"$z_0 = [\,x_{cls};\ x_p^1 E;\ \dots;\ x_p^N E\,] + E_{pos}$,    "
          r"$z_L = \mathrm{Encoder}(z_0)$,    logits $= z_L^0\, W_{head} + b_{head}$", fs=FS)
-    text(ax, W / 2, 0.28, "no convolution: [CLS] gathers the image through attention over the patches "
+    text(ax, W / 2, 0.28, "no convolution but $E$: [CLS] gathers the image through attention over the patches "
          "(Dosovitskiy et al., ICLR 2021)", fs=FS_SMALL, color=MUTED)
     return fig
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from course_utils.files import atomic_save, atomic_write_text
-from course_utils.translation import checkpoints
+from course_utils.pipeline import checkpoints
 
 
 def test_atomic_save_keeps_the_old_file_on_failure(tmp_path, monkeypatch):

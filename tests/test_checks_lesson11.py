@@ -1,4 +1,7 @@
-"""Lesson 11's checks pass the references and reject planted mistakes with the right symptom."""
+"""Lesson 11's checks pass the references and reject planted mistakes, naming each one, under every seed offset.
+
+Each planted mistake is a slip a learner makes (written as a learner would write it); `named` asserts that the
+check rejects it with a message that names it (not a bare "wrong values", nor the learner's own exception)."""
 import math
 
 import pytest
@@ -6,27 +9,33 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.checks import ExerciseError
 from course_utils.checks import lesson11 as check
 from course_utils.masks import causal_mask
 from course_utils.snail import causal_attention_block
 from course_utils.vision import SelfAttention2d, conv1x1, patchify, self_attention_2d
-from tests.checking import not_implemented, prints_not_implemented
+from tests.checking import named, not_implemented, prints_not_implemented
 
 pytestmark = pytest.mark.usefixtures("any_seed_offset")   # every test under every seed offset
 
 
 # --- exercise 1: self_attention_2d -----------------------------------------------------------------
 def _attention_2d(x, W_f, W_g, W_h, W_v, softmax_dim=-1, scale="d_key", swap=False, transpose_first=True,
-                  normalise="sum", values="h", reshape=True, output=True):
+                  normalise="sum", values="h", reshape=True, output=True, pixels="flatten",
+                  transpose_W=False, k_T="transpose", read_T=False):
     B, C, H, W = x.shape
-    k = conv1x1(x, W_f).flatten(2).transpose(1, 2)
-    q = conv1x1(x, W_g).flatten(2).transpose(1, 2)
-    v = conv1x1(x, W_h).flatten(2).transpose(1, 2) if values == "h" else x.flatten(2).transpose(1, 2)
+    if transpose_W:
+        W_f = W_f.T
+
+    def project(matrix):
+        y = conv1x1(x, matrix)                                          # (B, c, H, W)
+        return y.reshape(B, H * W, -1) if pixels == "reshape" else y.flatten(2).transpose(1, 2)
+    k, q = project(W_f), project(W_g)
+    v = project(W_h) if values == "h" else x.flatten(2).transpose(1, 2)
     if swap:
         q, k = k, q
     size = {"d_key": k.size(-1), "none": 1, "C̄": W_h.shape[0], "N": H * W, "C": C, "d_key²": k.size(-1) ** 2}[scale]
-    scores = q @ k.transpose(1, 2) / math.sqrt(size)
+    keys = {"transpose": lambda: k.transpose(1, 2), ".T": lambda: k.T, "none": lambda: k}[k_T]()
+    scores = q @ keys / math.sqrt(size)
     if normalise == "sum":
         weights = torch.softmax(scores, dim=softmax_dim)
     elif normalise == "max":
@@ -35,7 +44,7 @@ def _attention_2d(x, W_f, W_g, W_h, W_v, softmax_dim=-1, scale="d_key", swap=Fal
         weights = torch.exp(scores)
     else:
         weights = scores
-    read = weights @ v                                                  # (B, N, C̄)
+    read = (weights.transpose(1, 2) if read_T else weights) @ v        # (B, N, C̄)
     if not reshape:
         return (read @ W_v.T if output else read), weights
     read = read.transpose(1, 2).reshape(B, -1, H, W) if transpose_first else read.reshape(B, -1, H, W)
@@ -46,6 +55,8 @@ def _attention_2d(x, W_f, W_g, W_h, W_v, softmax_dim=-1, scale="d_key", swap=Fal
 
 def test_self_attention_2d_accepts_reference():
     check.self_attention_2d(self_attention_2d)
+
+
 def test_self_attention_2d_accepts_conv2d_answer():
     def with_conv2d(x, W_f, W_g, W_h, W_v):
         B, C, H, W = x.shape
@@ -56,6 +67,8 @@ def test_self_attention_2d_accepts_conv2d_answer():
         read = torch.bmm(h, weights.transpose(1, 2)).view(B, -1, H, W)
         return nn.functional.conv2d(read, W_v[:, :, None, None]), weights
     check.self_attention_2d(with_conv2d)
+
+
 def test_self_attention_2d_accepts_output_map_applied_to_the_values_first():
     def values_mapped_first(x, W_f, W_g, W_h, W_v):      # W_v (Σ α h) = Σ α (W_v h): the same, by linearity
         B, C, H, W = x.shape
@@ -63,35 +76,42 @@ def test_self_attention_2d_accepts_output_map_applied_to_the_values_first():
         v = conv1x1(x, W_v @ W_h).flatten(2).transpose(1, 2)
         return (weights @ v).transpose(1, 2).reshape(B, C, H, W), weights
     check.self_attention_2d(values_mapped_first)
+
+
 @pytest.mark.parametrize("kwargs, symptom", [
     (dict(softmax_dim=1), "normalised over the queries"),
+    (dict(softmax_dim=0), r"F.softmax without dim= picks dim 0"),
     (dict(scale="none"), "not divided by √d_key"),
     (dict(scale="C̄"), r"divided by √C̄ \(the channels of a value\)"),
     (dict(scale="N"), r"divided by √N \(the number of pixels\)"),
     (dict(scale="C"), r"divided by √C \(the channels of x\)"),
     (dict(scale="d_key²"), "divided by d_key, not by its square root"),
     (dict(normalise="max"), "divided by their largest value, not by their sum"),
-    (dict(normalise="none"), "not normalised"),
+    (dict(normalise="none"), r"exp\(scores\), not normalised"),
     (dict(normalise="scores"), "the scores themselves"),
     (dict(swap=True), "queries and keys are swapped"),
     (dict(output=False), "the output map W_v is missing"),
-    (dict(transpose_first=False), "scrambled"),
+    (dict(transpose_first=False), "scrambled: weights @ v is"),
     (dict(reshape=False), r"o is still \(B, N, C\)"),
     (dict(reshape=False, output=False), r"o is still \(B, N, C̄\)"),
     (dict(values="x"), "mixes x itself, not the values"),
+    (dict(read_T=True), "transposed weights"),
+    (dict(pixels="reshape"), r"pixels' vectors are scrambled: .* reshaped straight to \(B, N, C̄\)"),
+    (dict(transpose_W=True), "a weight matrix was transposed: conv1x1"),
+    (dict(k_T=".T"), r"`\.T` on a 3-D tensor reverses all three axes"),
+    (dict(k_T="none"), r"the scores are q @ k\.transpose\(1, 2\)"),
 ])
-def test_self_attention_2d_rejects_mistakes(kwargs, symptom):
-    with pytest.raises(ExerciseError, match=symptom):
-        check.self_attention_2d(lambda *a: _attention_2d(*a, **kwargs))
+def test_self_attention_2d_names_mistakes(kwargs, symptom):
+    named(check.self_attention_2d, lambda *a: _attention_2d(*a, **kwargs), symptom)
 
 
 @pytest.mark.parametrize("answer, symptom", [
     (lambda *a: _attention_2d(*a)[0], r"return 2 things, as `return o, weights`"),
     (lambda *a: _attention_2d(*a)[::-1], r"wrong order: you return \(weights, o\)"),
+    (lambda *a: (_attention_2d(*a)[0], _attention_2d(*a)[1].transpose(1, 2)), "the weights are transposed"),
 ])
-def test_self_attention_2d_rejects_wrong_return(answer, symptom):
-    with pytest.raises(ExerciseError, match=symptom):
-        check.self_attention_2d(answer)
+def test_self_attention_2d_names_wrong_returns(answer, symptom):
+    named(check.self_attention_2d, answer, symptom)
 
 
 def test_self_attention_2d_not_implemented():
@@ -101,37 +121,44 @@ def test_self_attention_2d_not_implemented():
 
 # --- exercise 2: SelfAttention2d (the γ-residual) --------------------------------------------------
 def _block(gamma_init=0.0, residual="x + γo", as_parameter=True, keep_weights=True, gamma_shape=(1,), swap=False,
-           values=None, output=True, bias=False):
+           values=None, output=True, bias=False, init_super=True, c_bar="//", weights="matrix", order="fghv",
+           returns="y", gamma_dtype=torch.float32, gamma_item=False):
     class Block(nn.Module):
         def __init__(self, channels):
-            super().__init__()
-            c_bar = channels // 8
-            self.f = nn.Conv2d(channels, c_bar, 1, bias=bias)
-            self.g = nn.Conv2d(channels, c_bar, 1, bias=bias)
-            self.h = nn.Conv2d(channels, values or c_bar, 1, bias=bias)
+            if init_super:
+                super().__init__()
+            c = channels // 8 if c_bar == "//" else channels / 8
+            self.f = nn.Conv2d(channels, c, 1, bias=bias)
+            self.g = nn.Conv2d(channels, c, 1, bias=bias)
+            self.h = nn.Conv2d(channels, values or c, 1, bias=bias)
             if output:
-                self.v = nn.Conv2d(values or c_bar, channels, 1, bias=bias)
+                self.v = nn.Conv2d(values or c, channels, 1, bias=bias)
             if as_parameter == "buffer":
                 self.register_buffer("gamma", torch.full(gamma_shape, gamma_init))
             elif as_parameter:
-                self.gamma = nn.Parameter(torch.full(gamma_shape, gamma_init))
+                self.gamma = nn.Parameter(torch.full(gamma_shape, gamma_init, dtype=gamma_dtype))
             elif as_parameter is False:
                 self.gamma = torch.full((1,), gamma_init)
 
         def forward(self, x):
-            W_f, W_g = self.f.weight[:, :, 0, 0], self.g.weight[:, :, 0, 0]
-            if swap:
-                W_f, W_g = W_g, W_f
-            o, weights = self_attention_2d(x, W_f, W_g, self.h.weight[:, :, 0, 0], self.v.weight[:, :, 0, 0])
+            matrix = (lambda conv: conv.weight[:, :, 0, 0]) if weights == "matrix" else (lambda conv: conv.weight)
+            W = {name: matrix(getattr(self, name)) for name in "fghv"}
+            W_f, W_g = (W["g"], W["f"]) if swap else (W["f"], W["g"])
+            args = {"fghv": (W_f, W_g, W["h"], W["v"]), "fgvh": (W_f, W_g, W["v"], W["h"])}[order]
+            o, attn = self_attention_2d(x, *args)
             if keep_weights:
-                self.attn_weights = weights
-            return {"x + γo": x + self.gamma * o, "γo": self.gamma * o, "x + o": x + o,
-                    "γx + o": self.gamma * x + o, "x + γx": x + self.gamma * x}[residual]
+                self.attn_weights = attn
+            gamma = self.gamma.item() if gamma_item else self.gamma
+            y = {"x + γo": x + gamma * o, "γo": gamma * o, "x + o": x + o,
+                 "γx + o": gamma * x + o, "x + γx": x + gamma * x}[residual]
+            return (y, attn) if returns == "tuple" else y
     return Block
 
 
 def test_block_accepts_reference():
     check.self_attention_block(SelfAttention2d)
+
+
 def test_block_accepts_an_answer_written_from_scratch():
     class FromScratch(nn.Module):
         def __init__(self, channels):
@@ -146,7 +173,9 @@ def test_block_accepts_an_answer_written_from_scratch():
             self.attn_weights = torch.softmax(q.transpose(1, 2) @ k / math.sqrt(2), dim=-1)
             return x + self.gamma * self.v((v @ self.attn_weights.transpose(1, 2)).view(B, -1, H, W))
     check.self_attention_block(FromScratch)
-@pytest.mark.parametrize("kwargs, symptom", [
+
+
+BLOCK_MISTAKES = [
     (dict(gamma_init=1.0), "γ should start at 0"),
     (dict(residual="γo"), "residual is missing"),
     (dict(residual="x + o"), "γ is not used"),
@@ -162,10 +191,28 @@ def test_block_accepts_an_answer_written_from_scratch():
     (dict(values=4), r"self.h \(values\) has weight of shape \(4, 16, 1, 1\), expected \(2, 16, 1, 1\)"),
     (dict(output=False), "no 1×1 convolution self.v .*fourth 1×1 convolution"),
     (dict(bias=True), "has a bias"),
-])
-def test_block_rejects_mistakes(kwargs, symptom):
-    with pytest.raises(ExerciseError, match=symptom):
-        check.self_attention_block(_block(**kwargs))
+    (dict(init_super=False), r"call super\(\).__init__\(\) first"),
+    (dict(c_bar="/"), r"channels / 8 is a float .* channels // 8"),
+    (dict(weights="kernel"), r"takes the weight MATRICES: .*self.f.weight\[:, :, 0, 0\]"),
+    (dict(order="fgvh"), "the matrices are passed in the wrong order"),
+    (dict(returns="tuple"), "forward returns a tuple: it should return y"),
+    (dict(gamma_dtype=torch.int64), r"γ must be a float tensor"),
+    (dict(gamma_item=True), "no gradient reaches γ"),
+]
+
+
+@pytest.mark.parametrize("shape", [(), (1, 1, 1, 1)])
+def test_block_accepts_gamma_of_any_scalar_shape(shape):
+    class Block(SelfAttention2d):
+        def __init__(self, channels):
+            super().__init__(channels)
+            self.gamma = nn.Parameter(torch.zeros(shape))
+    check.self_attention_block(Block)
+
+
+@pytest.mark.parametrize("kwargs, symptom", BLOCK_MISTAKES)
+def test_block_names_mistakes(kwargs, symptom):
+    named(check.self_attention_block, _block(**kwargs), symptom)
 
 
 def test_block_not_implemented():
@@ -191,6 +238,18 @@ def _patchify(images, P, mistake=None):
         return F.unfold(images, kernel_size=P, stride=P).transpose(1, 2)
     if mistake == "transposed":
         return patchify(images, P).transpose(1, 2)
+    if mistake == "view":
+        return images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1).view(B, N, P * P * C)
+    if mistake == "strided":                                  # einops' b c (p1 h) (p2 w) -> b (h w) (p1 p2 c)
+        return images.reshape(B, C, P, H // P, P, W // P).permute(0, 3, 5, 2, 4, 1).reshape(B, N, P * P * C)
+    if mistake == "H and W swapped":
+        return images.reshape(B, C, W // P, P, H // P, P).permute(0, 2, 4, 3, 5, 1).reshape(B, N, P * P * C)
+    if mistake == "grid not merged":
+        return images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1).reshape(B, H // P, W // P, -1)
+    if mistake == "patches not flattened":
+        return images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1).reshape(B, N, P, P, C)
+    if mistake == "first image only":
+        return patchify(images, P)[0]
     x = images.reshape(B, C, H // P, P, W // P, P)
     order = {None: (0, 2, 4, 3, 5, 1), "columns": (0, 4, 2, 3, 5, 1), "pixels by column": (0, 2, 4, 5, 3, 1),
              "pixels by column, channels first": (0, 2, 4, 1, 5, 3)}[mistake]
@@ -199,6 +258,8 @@ def _patchify(images, P, mistake=None):
 
 def test_patchify_accepts_reference():
     check.patchify(patchify)
+
+
 def test_patchify_accepts_answers_written_otherwise():
     def with_unfold(images, P):                          # F.unfold, then channels moved last
         B, C, H, W = images.shape
@@ -212,6 +273,8 @@ def test_patchify_accepts_answers_written_otherwise():
         return torch.stack(rows, dim=1)
     check.patchify(with_unfold)
     check.patchify(with_loops)
+
+
 @pytest.mark.parametrize("mistake, symptom", [
     ("columns", "read in column order"),
     ("unfold", r"flattened in \(C, P, P\) order"),
@@ -221,10 +284,15 @@ def test_patchify_accepts_answers_written_otherwise():
     ("reshape (B, C, H, W)", r"reshape mixes rows of different patches: \(B, C, H, W\)"),
     ("channels in front", "reshape mixes different patches: .* channel axis still in front"),
     ("transposed", "last two axes are swapped"),
+    ("view", r"`\.view\(\)` cannot follow a transpose or a permute"),
+    ("strided", r"splits as \(H/P, P\), which patch first"),
+    ("H and W swapped", "H and W are swapped"),
+    ("grid not merged", "grid of patches is not merged"),
+    ("patches not flattened", "each patch should be flattened into one vector"),
+    ("first image only", "the batch axis is missing"),
 ])
-def test_patchify_rejects_mistakes(mistake, symptom):
-    with pytest.raises(ExerciseError, match=symptom):
-        check.patchify(lambda images, P: _patchify(images, P, mistake))
+def test_patchify_names_mistakes(mistake, symptom):
+    named(check.patchify, lambda images, P: _patchify(images, P, mistake), symptom)
 
 
 def test_patchify_not_implemented():
@@ -232,14 +300,20 @@ def test_patchify_not_implemented():
         check.patchify(not_implemented)
 
 
-# --- exercise 3: dense_block ----------------------------------------------------------------------
+# --- exercise 4: dense_block ----------------------------------------------------------------------
 def _dense(x, W_f, W_g, dilation, pad="left", delay=None, taps=(0, 1), acts=(torch.tanh, torch.sigmoid),
-           swap_weights=False, present=True, past=True, concat="x, new"):
+           swap_weights=False, present=True, past=True, concat="x, new", combine="product"):
     """A dense block written as a learner would, with x_{t-d} from F.pad (or torch.roll)."""
     T = x.shape[1]
     d = dilation if delay is None else delay
     if pad == "left":
         x_past = F.pad(x, (0, 0, d, 0))[:, :T]               # x_{t-d}, zeros for t < d
+    elif pad == "left, not cut":
+        x_past = F.pad(x, (0, 0, d, 0))                      # T + d steps
+    elif pad == "left, last T":
+        x_past = F.pad(x, (0, 0, d, 0))[:, -T:]              # x itself
+    elif pad == "features":
+        x_past = F.pad(x, (d, 0))[:, :T]                     # pads the last axis: (B, T, d_in + d)
     elif pad == "right":
         x_past = F.pad(x, (0, 0, 0, d))[:, d:]               # x_{t+d}: the future
     else:
@@ -249,15 +323,16 @@ def _dense(x, W_f, W_g, dilation, pad="left", delay=None, taps=(0, 1), acts=(tor
 
     def conv(W):
         return (x @ W[taps[0]] if present else 0) + (x_past @ W[taps[1]] if past else 0)
-    new = acts[0](conv(W_f)) * acts[1](conv(W_g))
+    f, g = acts[0](conv(W_f)), acts[1](conv(W_g))
+    new = f + g if combine == "sum" else f * g
     return {"x, new": lambda: torch.cat([x, new], -1), "new, x": lambda: torch.cat([new, x], -1),
-            "new": lambda: new}[concat]()
+            "new": lambda: new, "dim 1": lambda: torch.cat([x, new], dim=1)}[concat]()
 
 
-def _dense_conv1d(x, W_f, W_g, dilation, padding="left", keep="first", concat=True):
+def _dense_conv1d(x, W_f, W_g, dilation, padding="left", keep="first", concat=True, transpose=True):
     """A dense block written with F.conv1d, whose kernel tap 0 meets the older input x_{t-d}."""
     T = x.shape[1]
-    xt = x.transpose(1, 2)                                   # (B, d_in, T)
+    xt = x.transpose(1, 2) if transpose else x               # (B, d_in, T)
 
     def conv(W):
         kernel = torch.stack([W[1].T, W[0].T], dim=-1)       # (filters, d_in, 2)
@@ -302,6 +377,8 @@ def test_dense_block_reference_keeps_the_global_seed():
 
 def test_dense_block_accepts_reference():
     check.dense_block(check.dense_block_reference)
+
+
 @pytest.mark.parametrize("answer", [
     lambda *a: _dense(*a),
     lambda *a: _dense_conv1d(*a, padding="left"),
@@ -309,15 +386,21 @@ def test_dense_block_accepts_reference():
 ], ids=["pad-and-slice", "conv1d-left-padded", "conv1d-both-padded-first-T"])
 def test_dense_block_accepts_correct_answers(answer):
     check.dense_block(answer)
+
+
 @pytest.mark.parametrize("answer, symptom", [
     (lambda *a: _dense(*a, pad="right"), r"future: step t is mixed with x_\{t\+d\}.*padded on the right"),
     (lambda *a: _dense(*a, pad="roll"), "torch.roll wraps"),
+    (lambda *a: _dense(*a, pad="left, last T"), r"the delayed sequence is x itself.*FIRST T steps"),
+    (lambda *a: _dense(*a, pad="left, not cut"), r"x_\{t−d\} has T \+ d = \d+ steps.*FIRST T steps"),
+    (lambda *a: _dense(*a, pad="features"), r"F.pad\(x, \(d, 0\)\) pads the LAST axis, the features"),
     (lambda *a: _dense_conv1d(*a, padding="both", keep="last"), "looks into the future"),
     (lambda *a: _dense_conv1d(*a, padding="same"), "looks into the future"),
     (lambda *a: _dense_conv1d(*a, padding="none"), _STEPS_DIFFER),
     (lambda *a: _dense_conv1d(*a, padding="both", keep="all"), _STEPS_DIFFER),
     (lambda *a: _dense_conv1d(*a, padding="none", concat=False), "^[^\n]*dropped d = 4 steps"),
     (lambda *a: _dense_conv1d(*a, padding="both", keep="all", concat=False), "^[^\n]*both sides adds steps"),
+    (lambda *a: _dense_conv1d(*a, transpose=False), r"F.conv1d takes x as \(B, channels, T\)"),
     (lambda x, W_f, W_g, d: _dense(x, W_f, W_g, 1), "dilation is ignored"),
     (lambda *a: _dense(*a, delay=a[3] - 1), r"off by one: step t is mixed with x_\{t−d\+1\}"),
     (lambda *a: _dense(*a, delay=a[3] + 1), r"off by one: step t is mixed with x_\{t−d−1\}"),
@@ -325,23 +408,26 @@ def test_dense_block_accepts_correct_answers(answer):
     (lambda *a: _dense(*a, acts=(torch.sigmoid, torch.tanh)), "tanh and σ are swapped"),
     (lambda *a: _dense(*a, swap_weights=True), "tanh and σ are swapped"),
     (lambda *a: _dense(*a, acts=(torch.tanh, lambda z: 1.0)), "the gate is missing"),
+    (lambda *a: _dense(*a, acts=(torch.tanh, torch.tanh)), "the gate goes through tanh"),
+    (lambda *a: _dense(*a, acts=(torch.sigmoid, torch.sigmoid)), "the filter goes through σ"),
+    (lambda *a: _dense(*a, acts=(torch.relu, torch.sigmoid)), "the filter goes through ReLU"),
+    (lambda *a: _dense(*a, combine="sum"), "are added: the gate MULTIPLIES the filter"),
     (lambda *a: _dense(*a, present=False), "the present step is missing"),
     (lambda *a: _dense(*a, past=False), "the past step is missing"),
     (lambda *a: _dense(*a, concat="new"), r"\[x, new features\] concatenated on the last axis"),
     (lambda *a: _dense(*a, concat="new, x"), "concatenated in the wrong order"),
+    (lambda *a: _dense(*a, concat="dim 1"), r"concatenated along axis 1: .*LAST axis"),
     (lambda *a: None, "forget to `return`"),
 ])
-def test_dense_block_rejects_mistakes(answer, symptom):
-    with pytest.raises(ExerciseError, match=symptom):
-        check.dense_block(answer)
+def test_dense_block_names_mistakes(answer, symptom):
+    named(check.dense_block, answer, symptom)
 
 
 def test_dense_block_rejects_future_leak_it_cannot_name():
     def leaky(x, W_f, W_g, d):            # right values on the test inputs' past, but peeks at the last step
         out = check.dense_block_reference(x, W_f, W_g, d)
         return out + 0.1 * x[:, -1:].sum(-1, keepdim=True)
-    with pytest.raises(ExerciseError, match=r"changed when only the inputs after step \d+ changed"):
-        check.dense_block(leaky)
+    named(check.dense_block, leaky, r"changed when only the inputs after step \d+ changed")
 
 
 def test_dense_block_not_implemented():
@@ -349,20 +435,31 @@ def test_dense_block_not_implemented():
         check.dense_block(not_implemented)
 
 
-# --- exercise 4: causal_attention_block ------------------------------------------------------------
+# --- exercise 5: causal_attention_block ------------------------------------------------------------
 def _causal(x, W_q, W_k, W_v, mask="causal", scale="d_key", fill=float("-inf"), softmax_dim=-1, concat="x, read",
-            normalise="sum", values="v", transpose_weights=False):
+            normalise="sum", values="v", transpose_weights=False, transpose_W=False, k_T="transpose",
+            mask_dtype=torch.bool, mask_size="T"):
     T = x.shape[1]
-    q, k, v = x @ W_q, x @ W_k, x @ W_v
+    if transpose_W:
+        q, k, v = x @ W_q.T, x @ W_k.T, x @ W_v.T
+    else:
+        q, k, v = x @ W_q, x @ W_k, x @ W_v
     if values == "x":
         v = x
     size = {"d_key": k.size(-1), "none": 1, "d_value": W_v.shape[1], "T": T, "d_in": x.shape[-1],
             "d_key²": k.size(-1) ** 2}[scale]
-    scores = q @ k.transpose(1, 2) / math.sqrt(size)
-    ones = torch.ones(T, T, dtype=torch.bool)
-    keep = {"causal": causal_mask(T), "flipped": causal_mask(T).T, "none": ones,
-            "one ahead": torch.tril(ones, 1), "no diagonal": torch.tril(ones, -1)}[mask]
-    if normalise == "after":
+    keys = {"transpose": lambda: k.transpose(1, 2), ".T": lambda: k.T}[k_T]()
+    scores = q @ keys / math.sqrt(size)
+    n = T if mask_size == "T" else x.shape[-1]
+    ones = torch.ones(n, n, dtype=torch.bool)
+    keep = {"causal": causal_mask(n), "flipped": causal_mask(n).T, "none": ones,
+            "one ahead": torch.tril(ones, 1), "no diagonal": torch.tril(ones, -1)}.get(mask)
+    if mask_dtype != torch.bool:                              # a 0/1 float mask, then ~ on it
+        keep = keep.to(mask_dtype)
+    if mask == "inverted":                                    # the future kept, the past masked
+        scores = scores.masked_fill(causal_mask(T), fill)
+        weights = torch.softmax(scores, dim=softmax_dim)
+    elif normalise == "after":
         weights = torch.softmax(scores, dim=softmax_dim) * keep
     elif normalise == "max":
         e = torch.exp(scores.masked_fill(~keep, fill))
@@ -371,17 +468,24 @@ def _causal(x, W_q, W_k, W_v, mask="causal", scale="d_key", fill=float("-inf"), 
         weights = torch.softmax(scores.masked_fill(~keep, fill), dim=softmax_dim)
     read = (weights.transpose(1, 2) if transpose_weights else weights) @ v
     out = {"x, read": lambda: torch.cat([x, read], -1), "read, x": lambda: torch.cat([read, x], -1),
-           "read": lambda: read}[concat]()
+           "read": lambda: read, "dim 1": lambda: torch.cat([x, read], dim=1)}[concat]()
     return out, weights
 
 
 def test_causal_block_accepts_reference():
     check.causal_attention_block(causal_attention_block)
+
+
+def test_causal_block_accepts_a_large_negative_fill():
+    check.causal_attention_block(lambda *a: _causal(*a, fill=-1e9))
+
+
 @pytest.mark.parametrize("kwargs, symptom", [
     (dict(mask="flipped"), "mask is flipped"),
     (dict(mask="none"), "no causal mask"),
     (dict(mask="one ahead"), "mask is off by one"),
     (dict(mask="no diagonal"), "leaves out the diagonal"),
+    (dict(mask="inverted"), r"the mask is inverted: causal_mask\(T\) is True where query t MAY attend"),
     (dict(normalise="after"), "mask is applied after the softmax"),
     (dict(normalise="max"), "divided by their largest value, not by their sum"),
     (dict(scale="none"), "not divided by √d_key"),
@@ -393,29 +497,32 @@ def test_causal_block_accepts_reference():
     (dict(transpose_weights=True), "transposed weights"),
     (dict(fill=0.0), "instead of -inf"),
     (dict(softmax_dim=1), "over the queries"),
+    (dict(softmax_dim=0), r"F.softmax without dim= picks dim 0"),
     (dict(concat="read"), r"\[x, read\] concatenated"),
     (dict(concat="read, x"), "wrong order"),
+    (dict(concat="dim 1"), r"x and the read-out are concatenated along axis 1: .*LAST axis"),
+    (dict(transpose_W=True), r"a weight matrix was transposed: .*q = x @ W_q"),
+    (dict(k_T=".T"), r"`\.T` on a 3-D tensor reverses all three axes"),
+    (dict(mask_dtype=torch.float32), "the mask must be boolean"),
+    (dict(mask_size="d_in"), r"the mask has the wrong size: it must be \(T, T\)"),
 ])
-def test_causal_block_rejects_mistakes(kwargs, symptom):
-    with pytest.raises(ExerciseError, match=symptom):
-        check.causal_attention_block(lambda *a: _causal(*a, **kwargs))
+def test_causal_block_names_mistakes(kwargs, symptom):
+    named(check.causal_attention_block, lambda *a: _causal(*a, **kwargs), symptom)
 
 
 @pytest.mark.parametrize("answer, symptom", [
     (lambda *a: causal_attention_block(*a)[0], r"return 2 things, as `return out, weights`"),
     (lambda *a: causal_attention_block(*a)[::-1], r"wrong order: you return \(weights, out\)"),
 ])
-def test_causal_block_rejects_wrong_return(answer, symptom):
-    with pytest.raises(ExerciseError, match=symptom):
-        check.causal_attention_block(answer)
+def test_causal_block_names_wrong_returns(answer, symptom):
+    named(check.causal_attention_block, answer, symptom)
 
 
 def test_causal_block_rejects_future_leak_it_cannot_name():
     def leaky(x, W_q, W_k, W_v):        # correct weights, but the read-out peeks one step ahead
         out, weights = causal_attention_block(x, W_q, W_k, W_v)
         return out + 0.1 * torch.roll(x, -1, dims=1).sum(-1, keepdim=True), weights
-    with pytest.raises(ExerciseError):
-        check.causal_attention_block(leaky)
+    named(check.causal_attention_block, leaky, r"changed when only the inputs after step \d+ changed")
 
 
 def test_causal_block_not_implemented():

@@ -1,12 +1,11 @@
-"""course_utils.translation.distributed: launch checks, batch arithmetic (batching.py), DDP on 2 CPU
-processes (gloo).
+"""course_utils.pipeline.distributed: launch checks, the split of a global batch (pipeline/batches.py), DDP
+on 2 CPU processes (gloo), with lesson 10's command.
 
 The multi-process tests start `torchrun --nproc_per_node=2` on 127.0.0.1 with a free port and
 compare with one process holding the same global batch (accumulating the same micro-batches).
-Tolerance: losses agree to 1e-6 relative in fp32 without dropout (measured: 3e-8 at most on the
-demo, where the all-reduce only changes the order of the additions; on the translate smoke run
-the 2-process and 1-process losses came out identical, difference 0.0), and the two
-replicas are bit-identical (both apply the same all-reduced gradient).
+Tolerance: losses agree to 1e-6 relative in fp32 without dropout (on the translate smoke run the
+2-process and 1-process losses came out identical, difference 0.0: the all-reduce only changes the
+order of the additions), and the two replicas are bit-identical (both apply the same all-reduced gradient).
 """
 import datetime
 import json
@@ -20,13 +19,14 @@ import pytest
 import torch
 import torch.distributed as torch_dist
 
+from course_utils.pipeline import batches as B
+from course_utils.pipeline import checkpoints
+from course_utils.pipeline import distributed as D
+from course_utils.pipeline.trainer import train
 from course_utils.training import sync_gradients, unwrap
-from course_utils.translation import batching as B
-from course_utils.translation import checkpoints
-from course_utils.translation import distributed as D
 from course_utils.translation.__main__ import main as translate_main
 from course_utils.translation.presets import ConfigError, make_config
-from course_utils.translation.trainer import train
+from course_utils.translation.task import TranslationTask
 
 ROOT = Path(__file__).resolve().parents[1]
 RTOL = 1e-6
@@ -105,7 +105,7 @@ def test_more_processes_than_gpus_is_refused():
 
 
 # ---------------------------------------------------------------------------------------------
-# Batch arithmetic
+# Batch arithmetic: one global batch per optimizer step, split into processes x accumulation steps
 # ---------------------------------------------------------------------------------------------
 def test_global_batch_is_split_exactly_or_refused():
     assert B.accumulation_steps(512, 64, 2) == 4
@@ -117,22 +117,35 @@ def test_global_batch_is_split_exactly_or_refused():
         B.micro_batch_size(1000, 3, 1)
 
 
-def test_more_processes_than_data_is_refused():
-    B.check_enough_batches(8, 4, 2)
-    with pytest.raises(ConfigError, match="fewer than one optimizer step"):
-        B.check_enough_batches(3, 4, 1)
+def test_no_step_in_an_epoch_is_refused():
+    B.check_enough_steps(1)
+    with pytest.raises(ConfigError, match="gives no optimizer step per epoch"):
+        B.check_enough_steps(0)
 
 
-def test_bucketed_batches_are_shared_out_evenly():
-    """Every rank builds the same bucketed list and takes every world_size-th batch."""
-    from course_utils.translation.batching import BucketBatchSampler
-    lengths = torch.randint(3, 40, (300,), generator=torch.Generator().manual_seed(0)).tolist()
-    make = lambda rank, n: BucketBatchSampler(lengths, max_tokens=128, seed=1, num_replicas=n, rank=rank)
-    everything = make(0, 1).batches()
-    shards = [list(make(r, 3)) for r in range(3)]
-    assert len({len(s) for s in shards}) == 1, "ranks got different numbers of batches: one would hang"
-    for r, shard in enumerate(shards):
-        assert shard[: len(everything[r::3])] == everything[r::3]
+def test_every_part_of_a_global_batch_is_taken_once_by_one_process():
+    from course_utils.pipeline.task import Task
+    batch = list(range(11))                                        # 11 examples, ids = positions
+    for world_size, accum in [(1, 1), (1, 4), (2, 2), (4, 1)]:
+        parts = Task.split(None, batch, world_size * accum)
+        assert len(parts) == world_size * accum and {len(p) for p in parts} <= {11 // len(parts), 11 // len(parts) + 1}
+        mine = [B.my_parts(parts, world_size, rank) for rank in range(world_size)]
+        assert all(len(m) == accum for m in mine), "every process accumulates the same number of parts"
+        assert sorted(i for m in mine for part in m for i in part) == batch, (world_size, accum)
+    assert [t.tolist() for t in Task.split(None, torch.arange(6).view(3, 2), 3)] == [[[0, 1]], [[2, 3]], [[4, 5]]]
+
+
+@pytest.mark.multi30k
+def test_an_epoch_has_the_same_optimizer_steps_for_any_number_of_parts():
+    """docs/scaling-out.md: one process, 2 processes and 2 accumulation steps take the same global batches
+    (before, the smoke preset took 24 steps in one process and 22 with two)."""
+    task = TranslationTask(make_config("smoke"))
+    task.prepare(None)
+    epochs = {}
+    for parts in (1, 2, 4):
+        task.parts = parts
+        epochs[parts] = [task.batches(e) for e in range(2)]
+    assert epochs[1] == epochs[2] == epochs[4] and [len(b) for b in epochs[1]] == [12, 12]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -161,71 +174,6 @@ def test_checkpoint_holds_the_unwrapped_model(group_of_one, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# Two processes (torchrun, gloo) against one process with the same global batch
-# ---------------------------------------------------------------------------------------------
-# The demo of `python -m course_utils.translation.distributed` (a tiny model, ~20 s more): RUN_SLOW=1.
-STEPS, SAVE_AT = 6, 3
-
-
-@pytest.fixture(scope="module")
-def two_processes(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ddp")
-    result = torchrun(2, "-m", "course_utils.translation.distributed", "--steps", STEPS, "--batch-tokens", 512,
-                      "--micro-tokens", 64, "--json", out / "run.json", "--checkpoint", out / "ckpt.pt",
-                      "--save-at", SAVE_AT, tmp=tmp_path_factory.mktemp("tmp"))
-    assert result.returncode == 0, result.stdout + result.stderr
-    return json.loads((out / "run.json").read_text()), out / "ckpt.pt", result.stdout
-
-
-@pytest.fixture(scope="module")
-def one_process():
-    torch.set_num_threads(1)
-    return D.demo(STEPS, batch_tokens=512, micro_tokens=64)
-
-
-@pytest.mark.slow   # the translate tests below cover the same in CI
-def test_two_processes_train_with_identical_replicas(two_processes):
-    run, _, stdout = two_processes
-    assert run["world_size"] == 2 and run["accum_steps"] == 4      # 512 = 64 x 2 processes x 4
-    assert len(run["losses"]) == STEPS and run["losses"][-1] < run["losses"][0]
-    assert run["replica_max_diff"] == 0.0, "the two replicas hold different parameters"
-    assert stdout.count("step 1: loss") == 1, "only rank 0 may log"
-
-
-@pytest.mark.slow   # the translate tests below cover the same in CI
-def test_two_processes_match_one_process_with_the_same_global_batch(two_processes, one_process):
-    run, _, _ = two_processes
-    assert one_process["accum_steps"] == 8                            # 512 = 64 x 1 process x 8
-    torch.testing.assert_close(torch.tensor(run["losses"]), torch.tensor(one_process["losses"]),
-                               rtol=RTOL, atol=0.0)
-
-
-@pytest.mark.slow   # the translate tests below cover the same in CI
-def test_checkpoint_of_two_processes_resumes_on_one(two_processes, one_process):
-    _, ckpt, _ = two_processes
-    resumed = D.demo(STEPS, batch_tokens=512, micro_tokens=64, resume=ckpt)
-    torch.testing.assert_close(torch.tensor(resumed["losses"]), torch.tensor(one_process["losses"][SAVE_AT:]),
-                               rtol=RTOL, atol=0.0)
-    for p, q in zip(resumed["parameters"], one_process["parameters"]):
-        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
-
-
-def test_impossible_configuration_stops_with_one_clear_error(no_torchrun_env, capsys):
-    assert D.main(["--batch-tokens", "500", "--micro-tokens", "64"]) == 2
-    assert capsys.readouterr().err.strip().startswith("error: global batch 500 is not divisible")
-
-
-def test_full_steps_cover_each_global_batch_once():
-    everything = list(range(11))                                   # 11 micro-batches, ids = positions
-    for world_size, accum in [(1, 4), (2, 2), (4, 1)]:
-        shards = [B.full_steps(everything[r::world_size], 11, world_size, accum) for r in range(world_size)]
-        assert {len(s) for s in shards} == {2}, "every rank must take the same number of steps"
-        for s in range(2):
-            step = sorted(b for shard in shards for b in shard[s])
-            assert step == list(range(4 * s, 4 * s + 4)), (world_size, accum, step)
-
-
-# ---------------------------------------------------------------------------------------------
 # The lesson-10 pipeline: `torchrun --nproc_per_node=2 -m course_utils.translation --preset smoke`
 # ---------------------------------------------------------------------------------------------
 # fp32 (--amp off) and no dropout, so that one process can reproduce the run exactly; a short run.
@@ -239,19 +187,20 @@ def smoke_history(out):
 
 @pytest.fixture(scope="module")
 def translate_runs(tmp_path_factory):
-    """Two processes x 1 micro-batch of 512 tokens, and one process x 2 micro-batches of 512."""
-    two, one = tmp_path_factory.mktemp("smoke2"), tmp_path_factory.mktemp("smoke1")
+    """Two processes x 1 micro-batch of 512 tokens, one process x 2 micro-batches of 512, one process x 1 of 1024."""
+    two, one, whole = (tmp_path_factory.mktemp(name) for name in ("smoke2", "smoke1", "smoke1x1"))
     result = torchrun(2, "-m", "course_utils.translation", *SMOKE, "--out", two, tmp=tmp_path_factory.mktemp("tmp"),
                       timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     torch.set_num_threads(1)
     assert translate_main([*SMOKE, "--out", str(one), "--accum-steps", "2"]) == 0
-    return two, one, result.stdout
+    assert translate_main([*SMOKE, "--out", str(whole)]) == 0
+    return two, one, result.stdout, whole
 
 
 @pytest.mark.multi30k
 def test_translate_on_two_processes_matches_one_process(translate_runs):
-    two, one, stdout = translate_runs
+    two, one, stdout, _ = translate_runs
     (h2, r2), (h1, r1) = smoke_history(two), smoke_history(one)
     assert (r2["world_size"], r2["accum_steps"], r2["micro_batch_tokens"]) == (2, 1, 512)
     assert (r1["world_size"], r1["accum_steps"], r1["micro_batch_tokens"]) == (1, 2, 512)
@@ -264,10 +213,22 @@ def test_translate_on_two_processes_matches_one_process(translate_runs):
 
 
 @pytest.mark.multi30k
+def test_one_process_without_accumulation_takes_the_same_steps(translate_runs):
+    """The same global batches, unsplit: the same steps and learning rates, the same losses up to the order
+    of the additions."""
+    two, _, _, whole = translate_runs
+    (h2, _), (h1, r1) = smoke_history(two), smoke_history(whole)
+    assert (r1["world_size"], r1["accum_steps"], r1["micro_batch_tokens"]) == (1, 1, 1024)
+    assert h1["step"] == h2["step"] and h1["step_lr"] == h2["step_lr"] and r1["steps"] == 24
+    torch.testing.assert_close(torch.tensor(h1["step_loss"]), torch.tensor(h2["step_loss"]), rtol=1e-4, atol=0.0)
+
+
+@pytest.mark.multi30k
 def test_translate_checkpoint_of_two_processes_resumes_on_one(translate_runs):
-    two, one, _ = translate_runs
+    two, one, _, _ = translate_runs
     cfg = make_config("smoke", amp="off", dropout=0.0, epochs=3, max_eval_pairs=6, accum_steps=2, beam_size=2)
-    runs = [train(cfg, out, resume=True, show_progress=False, log=lambda *a: None)[2] for out in (two, one)]
+    runs = [train(TranslationTask(cfg), out, resume=True, show_progress=False, log=lambda *a: None)[1]
+            for out in (two, one)]
     assert runs[0]["epoch"] == [1, 2, 3]
     torch.testing.assert_close(torch.tensor(runs[0]["step_loss"]), torch.tensor(runs[1]["step_loss"]),
                                rtol=RTOL, atol=0.0)
@@ -277,8 +238,8 @@ def test_translate_checkpoint_of_two_processes_resumes_on_one(translate_runs):
     (["--batch-tokens", "1000", "--accum-steps", "3"], "global batch 1000 cannot be split into 1 processes x 3"),
     (["--micro-batch-tokens", "300"], "global batch 1024 is not divisible by micro-batch 300"),
     (["--batch-tokens", "1024", "--accum-steps", "16"], "cannot hold the longest sentence"),
-    pytest.param(["--max-train-pairs", "3", "--accum-steps", "2"], "fewer than one optimizer step",
-                 marks=pytest.mark.multi30k),                       # counts the batches of the data
+    pytest.param(["--max-train-pairs", "1", "--accum-steps", "2"], "gives no optimizer step per epoch",
+                 marks=pytest.mark.multi30k),       # one sentence cannot be split into 2 micro-batches
 ])
 def test_translate_impossible_configuration_stops_before_training(args, words, tmp_path, capsys,
                                                                   no_torchrun_env):

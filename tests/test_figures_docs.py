@@ -51,6 +51,18 @@ def _perplexity_ratio(run):
     return run["result"]["gpt_val_ppl"] / run["result"]["bigram_val_ppl"]
 
 
+def _seeds(run):
+    return len(run["settings"]["seeds"])
+
+
+def _sagan_paper(run):
+    return run["result"]["mean_accuracy"]["CNN + SAGAN, values C/8 (paper)"]
+
+
+def _sagan_code(run):
+    return run["result"]["mean_accuracy"]["CNN + SAGAN, values C/2 (code)"]
+
+
 FIGURES = [
     # 02: the seq2seq curve comes from the run that compares it with attention (lesson 03's reference run)
     Figure("02", RESULTS, "test accuracy {} at length 4, {} at 10, {} at 16, {} at 24", REF / "bahdanau.json",
@@ -84,6 +96,12 @@ FIGURES = [
     Figure("10", RESULTS, "bring the whole run to {} minutes", CPU, ("report.wall_seconds/60",)),
     Figure("10", README, "| ≈ {} min (cpu preset: {} min of training on {} thread", CPU,
            ("report.wall_seconds/60", "report.train_seconds/60", "report.threads")),
+    Figure("11", RESULTS, "digits ({} seeds, {} steps): **ViT {}** mean test accuracy ({} parameters) vs CNN {}, "
+                          "CNN + SAGAN {} (values C/8, paper) / {} (values C/2, authors' code)",
+           REF / "lesson11_vision.json", (_seeds, "settings.steps", "result.mean_accuracy.ViT", "parameters.ViT",
+                                          "result.mean_accuracy.CNN", _sagan_paper, _sagan_code)),
+    Figure("11", RESULTS, "(reference run of the digits' models: {} s, load {})", REF / "lesson11_vision.json",
+           ("wall_seconds", "machine.load_before.0")),
     Figure("12", RESULTS, "a {} M-parameter GPT ({} layers, d_model {}, {} query / {} key-value heads",
            REF / "lesson12_full.json", ("report.parameters/1000000", "settings.num_layers", "settings.d_model",
                                         "settings.num_heads", "settings.num_kv_heads")),

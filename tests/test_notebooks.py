@@ -84,6 +84,21 @@ def test_badges_and_setup_use_the_one_repository_address():
         assert repo in nb.cells[1].source and "course_utils" in nb.cells[1].source
 
 
+def test_every_notebook_links_to_its_twin_and_back():
+    """The first cell of an exercise notebook links to its solved twin, the solution's back to the exercises:
+    a relative link that resolves, from the notebook's folder, to the twin (never to the notebook itself)."""
+    link = re.compile(r"\[open (?:it|them) here\]\(([^)]+)\)")
+    for path in SOLUTIONS + LEARNER:
+        learner = path.parent.name == "notebooks"
+        found = link.findall(nbformat.read(path, as_version=4).cells[0].source)
+        assert found == [build_notebooks.twin_link(path.name, learner)], f"{path}: its twin link is {found}"
+        twin = (path.parent / found[0]).resolve()
+        assert twin.exists() and twin != path.resolve(), f"{path}: the link {found[0]} does not reach its twin"
+        assert twin.parent.name == ("solutions" if learner else "notebooks") and twin.name == path.name
+    assert build_notebooks.twin_link("11_x.ipynb", learner=True) == "../solutions/11_x.ipynb"
+    assert build_notebooks.twin_link("11_x.ipynb", learner=False) == "../notebooks/11_x.ipynb"
+
+
 # Lessons whose every section must run again after the whole lesson (a later cell must not rebind a
 # name that an earlier interactive part still uses); in the others, the widget cells are run again.
 RUN_TWICE = {"10_translation_multi30k.ipynb"}

@@ -1,28 +1,77 @@
-"""The reference runs that lessons show in fast mode: written by tools/reference_runs.py, never by hand.
+"""The reference runs that lessons show in fast mode: written by commands, never by hand.
 
-Every file is present, names the command that wrote it, has the schema the lessons read, and was made
-with the lesson's current full-mode settings (a lesson whose sizes change needs a new run)."""
+Every file is present, has the one schema (course_utils.reference_runs), names the command that wrote it
+(a command that exists: each is run with --help; never a machine's folders), and was made with the
+lesson's current full-mode settings (a lesson whose sizes change needs a new run)."""
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from course_utils import reference_runs
 from course_utils.reference_runs import FOLDER, reference_run
+from course_utils.translation.reference import FOLDER as TRANSLATION_FOLDER
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = {"ntm": "ntm_copy", "bahdanau": "bahdanau", "pointer": "pointer", "transformer": "transformer"}
+FILES = sorted(FOLDER.glob("*.json")) + sorted(TRANSLATION_FOLDER.glob("*.json"))
 
 
 def _run(name):
     run = reference_run(RUNS[name])
     assert run is not None, f"{FOLDER / (RUNS[name] + '.json')} is missing: run `python tools/reference_runs.py {name}`"
-    assert run["written_by"] == f"tools/reference_runs.py {name}"
+    assert run["written_by"] == f"python tools/reference_runs.py {name}"
     for key in ("lesson", "what", "settings", "machine", "date", "result"):
         assert key in run, f"{RUNS[name]}.json has no {key!r}"
     return run
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_every_reference_file_has_the_one_schema(path):
+    ref = json.loads(path.read_text(encoding="utf-8"))
+    assert not reference_runs.check(ref), f"{path.name}: {reference_runs.check(ref)}"
+    text = path.read_text(encoding="utf-8")
+    assert not re.search(r"(/work/|/tmp/|/home/|/root/|/Users/|[A-Z]:\\\\)", text), \
+        f"{path.name} names a folder of the machine it was made on: a reference file shows its command only"
+
+
+def _commands():
+    """(file, command) of every command a reference file records: the one that wrote it, and its run's."""
+    found = []
+    for path in FILES:
+        ref = json.loads(path.read_text(encoding="utf-8"))
+        for command in (ref.get("written_by"), ref.get("report", {}).get("command")):
+            if command and (path.name, command) not in found:
+                found.append((path.name, command))
+    return found
+
+
+@pytest.mark.parametrize("name, command", _commands(), ids=[f"{n}: {c}" for n, c in _commands()])
+def test_every_recorded_command_exists(name, command):
+    """Lesson 10's fast mode used to show `python -m course_utils.translate ...`, a module renamed since."""
+    words = shlex.split(command)
+    assert words[0] == "python", f"{name}: {command!r} is not a python command"
+    done = subprocess.run([sys.executable, *words[1:], "--help"], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert done.returncode == 0 and "usage:" in done.stdout, \
+        f"{name} records `{command}`, which does not run: {done.stderr[-500:]}"
+
+
+def test_the_one_writer_refuses_what_the_schema_does_not_allow(tmp_path):
+    good = dict(written_by="python tools/reference_runs.py ntm", what="x", settings={}, result={},
+                machine={k: None for k in reference_runs.MACHINE})
+    path = reference_runs.write("x", folder=tmp_path, **good, curve=[1, 2])
+    assert reference_runs.reference_run("x", tmp_path)["curve"] == [1, 2] and path.name == "x.json"
+    with pytest.raises(ValueError, match="names a machine's folder"):
+        reference_runs.write("y", folder=tmp_path, **{**good, "written_by": "python -m m --out /home/me/runs"})
+    with pytest.raises(ValueError, match="machine lacks"):
+        reference_runs.write("y", folder=tmp_path, **{**good, "machine": {}})
+    assert not (tmp_path / "y.json").exists()
 
 
 def _rows_sum_to_one(matrix, what, tolerance=0.02):
@@ -119,29 +168,30 @@ def test_every_run_used_its_lessons_current_full_settings():
 
 
 def test_lesson12_runs_were_written_by_the_command_with_the_current_sizes():
-    """Lesson 12's two runs come from `python -m course_utils.language_model` (not tools/reference_runs.py:
-    the training is the package's, the notebook calls the same functions) with today's full-mode sizes."""
+    """Lesson 12's two runs come from its commands (not tools/reference_runs.py: the training is the
+    pipeline's, the notebook calls the same functions) with today's full-mode sizes."""
     from course_utils.gpt import POSITIONS
-    from course_utils.language_model import POSITION_EXPERIMENT, PRESETS
+    from course_utils.language_model.presets import POSITION_EXPERIMENT, PRESETS
 
     main = reference_run("lesson12_full")
-    assert main is not None and main["command"].startswith("python -m course_utils.language_model --preset full")
-    assert main["sizes"] == PRESETS["full"], \
-        "PRESETS['full'] changed: run `python -m course_utils.language_model --preset full --out " \
-        "course_utils/reference_runs/lesson12_full.json` again"
-    assert main["history"]["eval_step"][-1] == PRESETS["full"]["steps"]
-    assert main["gpt_val_ppl"] == round(main["history"]["val_ppl"][-1], 2)
-    assert main["gpt_val_ppl"] <= main["bigram_val_ppl"] / 2, "the lesson's promise (its full-mode assert)"
+    assert main is not None and main["written_by"].startswith("python -m course_utils.language_model --preset full")
+    assert {k: main["settings"].get(k) for k in PRESETS["full"]} == PRESETS["full"], \
+        "PRESETS['full'] changed: run `python -m course_utils.language_model --preset full --reference " \
+        "lesson12_full` again"
+    assert main["history"]["eval_step"][-1] == PRESETS["full"]["steps"] == main["result"]["steps"]
+    assert main["result"]["gpt_val_ppl"] == round(main["history"]["val_ppl"][-1], 2)
+    assert main["result"]["gpt_val_ppl"] <= main["result"]["bigram_val_ppl"] / 2, \
+        "the lesson's promise (its full-mode assert)"
     positions = reference_run("lesson12_positions")
-    assert positions is not None and positions["command"].startswith(
-        "python -m course_utils.language_model --positions") and positions["preset"] == "full"
-    assert positions["sizes"] == POSITION_EXPERIMENT["full"], \
-        "POSITION_EXPERIMENT['full'] changed: run `python -m course_utils.language_model --positions --out " \
-        "course_utils/reference_runs/lesson12_positions.json` again"
-    assert set(positions["val_ppl"]) == set(positions["val_ppl_2x"]) == set(POSITIONS)
-    assert positions["vocab_size"] == main["vocab_size"]
+    assert positions is not None and positions["written_by"].startswith(
+        "python -m course_utils.language_model.positions") and positions["preset"] == "full"
+    assert positions["settings"] == POSITION_EXPERIMENT["full"], \
+        "POSITION_EXPERIMENT['full'] changed: run `python -m course_utils.language_model.positions --reference " \
+        "lesson12_positions` again"
+    at_t, at_2t = positions["result"]["val_ppl"], positions["result"]["val_ppl_2x"]
+    assert set(at_t) == set(at_2t) == set(POSITIONS)
+    assert positions["vocab_size"] == main["report"]["vocab_size"]
     # what the lesson's prose says of this table (l12-rope-experiment-after)
-    at_t, at_2t = positions["val_ppl"], positions["val_ppl_2x"]
     change = {k: at_2t[k] / at_t[k] for k in POSITIONS}
     assert at_t["rope"] < at_t["sinusoidal"] < at_t["learned"], \
         "the lesson says: at T, RoPE, then sinusoidal, then learned"

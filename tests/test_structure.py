@@ -4,15 +4,21 @@ that run one way, no cycle. Everything is read with `ast`, nothing is imported.
 The layers of `course_utils`, from the bottom up:
 
     0. the basics and the lesson references: every module at the top of `course_utils/` (`config`,
-       `masks`, `attention`, `transformer`, `decoding`, ...) and the data sets in `course_utils/data/`;
-    1. lesson 10's training pipeline, `course_utils/translation/`;
-    2. the exercise machinery, `course_utils/checks/` (framework, records, progress, `grading/`): it checks
+       `masks`, `attention`, `transformer`, `decoding`, ...), the data sets in `course_utils/data/` and the
+       reference runs' reader and writer, `course_utils/reference_runs/`;
+    1. the training pipeline every long run goes through, `course_utils/pipeline/` (the task interface, the
+       trainer, checkpoints, processes, runs, reports, the command line);
+    2. its tasks, one subpackage per model: lesson 10's translator `course_utils/translation/` and lesson
+       12's language model `course_utils/language_model/`, lesson 14's attention-only model
+       `course_utils/induction_heads/` (a task imports the pipeline, never another task);
+    3. the exercise machinery, `course_utils/checks/` (framework, records, progress, `grading/`): it checks
        every lesson, lesson 10's pipeline included.
 
 An import runs UPWARD when a module imports from a higher layer than its own: a lesson reference or a data
-module importing from `course_utils.translation` or `course_utils.checks`, or the translation pipeline
-importing from `course_utils.checks`. Inside a layer a module may import any module of its own subpackage
-and any module of a lower layer. On top of that:
+module importing from the pipeline, a task or `course_utils.checks`; the pipeline importing from a task; a
+task importing from `course_utils.checks`. A task never imports another task (they sit side by side in
+layer 2). Inside a layer a module may import any module of its own subpackage and any module of a lower
+layer. On top of that:
 
 - no import cycle among the modules of `course_utils` (every `import` counts, at module level or inside a
   function, except under `if TYPE_CHECKING:`; a module importing its own package's `__init__` does not);
@@ -30,7 +36,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "course_utils"
 MAX_LINES = 400
-LAYERS = {"translation": 1, "checks": 2}  # subpackage -> layer; everything else in course_utils is layer 0
+# subpackage -> layer; else 0
+LAYERS = {"pipeline": 1, "translation": 2, "language_model": 2, "induction_heads": 2, "checks": 3}
 OUTSIDE = {"tests", "tools", "benchmarks", "diagrams", "notebooks", "solutions"}
 
 
@@ -119,6 +126,11 @@ def test_no_module_is_over_400_lines():
                       + ", ".join(f"{_where(name)} ({n})" for name, n in sorted(long.items(), key=lambda x: -x[1])))
 
 
+def _subpackage(name):
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
 def test_no_import_runs_upward():
     upward = []
     for name, edges in _graph().items():
@@ -126,8 +138,11 @@ def test_no_import_runs_upward():
             if _layer(target) > _layer(name):
                 upward.append(f"{_where(name, line)} imports {target} (layer {_layer(target)} above "
                               f"{_layer(name)})")
-    assert not upward, ("imports that run upward (layers: lesson references and data 0, translation 1, "
-                        "checks 2; see this file's docstring):\n  " + "\n  ".join(upward))
+            elif _layer(target) == _layer(name) == 2 and _subpackage(target) != _subpackage(name):
+                upward.append(f"{_where(name, line)} imports {target}: a task imports another task")
+    assert not upward, ("imports that run upward (layers: lesson references and data 0, pipeline 1, tasks "
+                        "(translation, language_model, induction_heads) 2, checks 3; see this file's docstring):\n  "
+                        + "\n  ".join(upward))
 
 
 def test_the_package_imports_nothing_around_it():

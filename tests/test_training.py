@@ -9,7 +9,8 @@ from course_utils.data.batch import collate
 from course_utils.precision import resolve_amp
 from course_utils.training import TrainState, label_smoothed_loss, noam_lr, train, train_step, warmup_lr
 from course_utils.translation.presets import make_config
-from course_utils.translation.step import setup_state, translation_step
+from course_utils.translation.step import translation_step
+from course_utils.translation.task import setup_state
 
 
 def test_warmup_then_linear_decay_and_noam():

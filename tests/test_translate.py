@@ -19,11 +19,12 @@ import pytest
 import torch
 
 from course_utils import config
+from course_utils.pipeline import runs, trainer
 from course_utils.translation import run as tr
-from course_utils.translation import trainer
 from course_utils.translation.__main__ import main
 from course_utils.translation.decode import translate_sentences
 from course_utils.translation.presets import PRESETS, load_translator, make_config
+from course_utils.translation.task import TranslationTask
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -90,8 +91,8 @@ def test_resume_goes_on_with_more_epochs(smoke_run, tmp_path):
     for name in ("tokenizer.json", "checkpoint.pt"):
         (out / name).write_bytes((smoke_run / name).read_bytes())
     logs = []
-    state, _, history = trainer.train(make_config("smoke", epochs=3), out, resume=True, show_progress=False,
-                                      log=logs.append)
+    state, history, _ = trainer.train(TranslationTask(make_config("smoke", epochs=3)), out, resume=True,
+                                      show_progress=False, log=logs.append)
     assert "epochs: 2 -> 3" in logs[0] and "allowed" in logs[0]           # extending a run says so
     assert f"resumed from {out / 'checkpoint.pt'}" in logs[1] and state.epoch == 3
     assert history["epoch"] == [1, 2, 3]
@@ -100,10 +101,10 @@ def test_resume_goes_on_with_more_epochs(smoke_run, tmp_path):
 def in_process(out, step_hook=None, monkeypatch=None, **overrides):
     """Train the smoke preset in this process, optionally wrapping every optimizer step."""
     if step_hook is not None:
-        real = trainer.translation_step
-        monkeypatch.setattr(trainer, "translation_step", lambda state, batches: step_hook(real, state, batches))
+        real = trainer.train_step
+        monkeypatch.setattr(trainer, "train_step", lambda state, *args: step_hook(real, state, *args))
     cfg = make_config("smoke", **overrides)
-    return trainer.train(cfg, out, resume=True, show_progress=False, log=lambda *a: None)
+    return trainer.train(TranslationTask(cfg), out, resume=True, show_progress=False, log=lambda *a: None)
 
 
 @pytest.fixture(scope="module")
@@ -115,11 +116,11 @@ def straight(tmp_path_factory):
 
 @pytest.mark.multi30k
 def test_a_slower_machine_trains_the_same_model(straight, tmp_path, monkeypatch):
-    def slowly(step, state, batches):
+    def slowly(step, state, *args):
         time.sleep(0.05)
-        return step(state, batches)
+        return step(state, *args)
 
-    _, _, history = in_process(tmp_path, slowly, monkeypatch)
+    _, history, _ = in_process(tmp_path, slowly, monkeypatch)
     assert_same_weights(straight / "model.pt", tmp_path / "model.pt")
     assert history["step_loss"] == json.loads((straight / "history.json").read_text())["step_loss"]
 
@@ -128,14 +129,14 @@ def test_a_slower_machine_trains_the_same_model(straight, tmp_path, monkeypatch)
 def test_ctrl_c_saves_says_how_to_resume_and_resumes_exactly(straight, tmp_path, monkeypatch):
     calls = []
 
-    def interrupt_at_step_5(step, state, batches):
-        loss = step(state, batches)
+    def interrupt_at_step_5(step, state, *args):
+        loss = step(state, *args)
         calls.append(1)
         if len(calls) == 5:
             signal.raise_signal(signal.SIGINT)          # what Ctrl-C or Jupyter's stop button sends
         return loss
 
-    with pytest.raises(trainer.TrainingStopped, match=r"stopped at step 5 .*--resume"):
+    with pytest.raises(runs.TrainingStopped, match=r"stopped at step 5 .*--resume"):
         in_process(tmp_path, interrupt_at_step_5, monkeypatch)
     assert torch.load(tmp_path / "checkpoint.pt", weights_only=False)["step"] == 5
     monkeypatch.undo()
@@ -188,7 +189,8 @@ def test_gpu_preset_runs_on_cpu(tmp_path):
 @pytest.mark.slow
 def test_compile_on_cpu():
     from course_utils.data.batch import collate
-    from course_utils.translation.step import setup_state, translation_step
+    from course_utils.translation.step import translation_step
+    from course_utils.translation.task import setup_state
     from tests.test_training import fake_pairs, tiny_cfg
     state = setup_state(tiny_cfg(amp="bf16", device="cpu", compile=True), vocab_size=50)
     state.total_steps = 10
@@ -198,7 +200,8 @@ def test_compile_on_cpu():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU on this machine: CUDA path not run")
 def test_cuda_step():
     from course_utils.data.batch import collate
-    from course_utils.translation.step import setup_state, translation_step
+    from course_utils.translation.step import translation_step
+    from course_utils.translation.task import setup_state
     from tests.test_training import fake_pairs, tiny_cfg
     state = setup_state(tiny_cfg(amp="auto", device="cuda"), vocab_size=50)
     state.total_steps = 10
@@ -212,8 +215,10 @@ def test_cuda_step():
 def test_smoke_history_is_the_pinned_one(smoke_run):
     """tests/fixtures/translation_smoke_history.json is the history of `python -m course_utils.translate
     --preset smoke` before lesson 10's pipeline moved into course_utils/translation (train_seconds, a time,
-    left out). On the course's machine the moved code gives it bit for bit; other CPUs may round bf16
-    differently, hence the small tolerance on losses and BLEU (steps, epochs and learning rates are exact)."""
+    left out). On the machine it was made on, the moved code gave it bit for bit, and so did the pipeline
+    shared with lesson 12 (course_utils/pipeline) against the code before it, on an AMD EPYC (AVX2) machine;
+    CPUs round bf16 differently, hence the small tolerance on losses and BLEU (steps, epochs and learning
+    rates are exact)."""
     pinned = json.loads((ROOT / "tests" / "fixtures" / "translation_smoke_history.json").read_text())
     history = json.loads((smoke_run / "history.json").read_text())
     assert history["step"] == pinned["step"] and history["epoch"] == pinned["epoch"]
@@ -249,13 +254,27 @@ def test_starting_again_without_resume_refuses_to_replace_the_run(smoke_run, tmp
 
 
 def test_overwrite_clears_the_old_run_and_resume_with_overwrite_is_refused(tmp_path, capsys):
-    for name in trainer.OUTPUT_FILES:
+    for name in runs.OUTPUT_FILES + TranslationTask.output_files:
         (tmp_path / name).write_text("old")
     (tmp_path / "notes.txt").write_text("mine")
-    trainer.check_out_dir(tmp_path, overwrite=True)
+    runs.check_out_dir(tmp_path, overwrite=True, extra_files=TranslationTask.output_files)
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
     assert main(["--out", str(tmp_path), "--resume", "--overwrite"]) == 2
     assert "not both" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("holds", [(), ("tokenizer.json",), ("model.pt", "report.json")])
+def test_resume_where_there_is_nothing_to_resume_refuses_in_one_line(tmp_path, capsys, holds):
+    """Before, `--resume` on an empty folder started a new 40-minute run without a word."""
+    for name in holds:
+        (tmp_path / name).write_text("x")
+    before = stamps(tmp_path)
+    start = time.perf_counter()
+    assert main(["--preset", "smoke", "--out", str(tmp_path), "--no-progress", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --resume: {tmp_path} holds ") and "no checkpoint to go on with" in err
+    assert "leave out --resume" in err and err.count("\n") == 1
+    assert stamps(tmp_path) == before and time.perf_counter() - start < 5
 
 
 @pytest.mark.multi30k
@@ -304,7 +323,7 @@ def test_resume_rewrites_a_damaged_tokenizer_from_the_checkpoint(smoke_run, tmp_
     from course_utils.translation.data import tokenizer_for
     out = copy_run(smoke_run, tmp_path / "run")
     (out / "tokenizer.json").write_text("damaged")
-    saved = torch.load(out / "checkpoint.pt", weights_only=False)["tokenizer"]
+    saved = torch.load(out / "checkpoint.pt", weights_only=False)["task"]["tokenizer"]
     logs = []
     tok = tokenizer_for(make_config("smoke"), out, saved, logs.append)
     assert tok.to_str() == saved and (out / "tokenizer.json").read_text() == saved and "rewritten" in logs[0]
@@ -319,7 +338,7 @@ def test_missing_data_offline_is_one_message_without_a_traceback(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# Reference runs: written by one command from a finished run, never by hand
+# Reference runs: written by the run's own command (--reference NAME), never by hand
 # ---------------------------------------------------------------------------------------------
 def test_reference_files_are_written_by_the_command():
     from course_utils.translation import reference
@@ -327,22 +346,28 @@ def test_reference_files_are_written_by_the_command():
     assert [p.stem for p in files] == ["cpu"], "lesson 10 shows the cpu preset's reference run"
     for path in files:
         problems = reference.check(json.loads(path.read_text(encoding="utf-8")))
-        assert not problems, (f"{path.name}: {problems}; write it with `{reference.COMMAND} --from runs/cpu` "
-                              "from a finished run of `python -m course_utils.translation --preset cpu`")
+        assert not problems, (f"{path.name}: {problems}; write it with `{reference.COMMAND} --preset cpu "
+                              "--reference cpu` (a finished run: the same with --resume)")
 
 
 @pytest.mark.multi30k
-def test_reference_command_writes_a_file_lesson_10_reads(smoke_run, tmp_path):
+def test_reference_option_writes_a_file_lesson_10_reads(smoke_run, tmp_path, monkeypatch):
+    """--resume on a finished run trains no more; with --reference it writes the run's reference file."""
     from course_utils.translation import reference
-    assert reference.main(["--from", str(smoke_run), "--to", str(tmp_path / "smoke.json")]) == 0
+    monkeypatch.setattr(TranslationTask, "reference_folder", tmp_path)     # not the package's folder
+    out = copy_run(smoke_run, tmp_path / "run")
+    steps = json.loads((smoke_run / "report.json").read_text())["steps"]
+    assert main(["--preset", "smoke", "--out", str(out), "--no-progress", "--resume", "--reference", "smoke"]) == 0
     ref = reference.reference_run("smoke", folder=tmp_path)
-    assert ref["written_by"] == f"{reference.COMMAND} --from {smoke_run}" and ref["report"]["preset"] == "smoke"
+    assert ref["written_by"] == ("python -m course_utils.translation --preset smoke --out run --no-progress "
+                                 "--resume --reference smoke")
+    assert str(tmp_path) not in json.dumps(ref), "a reference file shows its command, never a machine's folders"
+    assert ref["report"]["preset"] == "smoke" and ref["result"]["steps"] == steps
     assert [a["source"] for a in ref["attention"]] == list(reference.ATTENTION_SENTENCES)
-    assert reference.main(["--from", str(tmp_path / "nothing")]) == 2
 
 
 def test_a_reference_file_of_another_version_is_not_used(tmp_path):
     from course_utils.translation import reference
     (tmp_path / "cpu.json").write_text(json.dumps({"preset": "cpu", "bleu_beam": 40.9}))
-    with pytest.warns(UserWarning, match="write it again with `python -m course_utils.translation.reference"):
+    with pytest.warns(UserWarning, match="write it again with `python -m course_utils.translation --preset cpu"):
         assert reference.reference_run("cpu", folder=tmp_path) is None

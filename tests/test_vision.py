@@ -1,5 +1,11 @@
-"""course_utils.vision: SAGAN's self-attention on feature maps, the small CNN, the ViT, the digits."""
+"""course_utils.vision: SAGAN's self-attention on feature maps, the small CNN, the ViT, the digits; and
+course_utils.vision_training: the lesson's loop, its full run and the reference file fast mode shows."""
+import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import matplotlib
 
@@ -9,6 +15,9 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
+from course_utils import vision_training  # noqa: E402
+from course_utils.reference_runs import check as reference_problems  # noqa: E402
+from course_utils.reference_runs import reference_run  # noqa: E402
 from course_utils.transformer import Encoder  # noqa: E402
 from course_utils.vision import (  # noqa: E402
     SelfAttention2d,
@@ -17,12 +26,16 @@ from course_utils.vision import (  # noqa: E402
     accuracy,
     conv1x1,
     load_digits_split,
+    patch_embedding_conv,
     patchify,
     self_attention_2d,
     show_cls_attention,
     show_pixel_attention,
 )
 from tests.figure_check import figure_problems  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSON = ROOT / "solutions" / "11_attention_beyond_text.ipynb"
 
 
 def test_conv1x1_is_a_kernel_size_1_convolution():
@@ -98,6 +111,20 @@ def test_patchify_is_row_major_over_patches_and_p_p_c_inside():
         assert torch.equal(patches[:, n], square.permute(0, 2, 3, 1).reshape(2, -1))   # (P, P, C) order
     assert torch.equal(patches[0, 0, :3], images[0, :, 0, 0])           # pixel (0, 0): its 3 channels first
     assert torch.equal(patchify(images, 1), images.permute(0, 2, 3, 1).reshape(2, 24, 3))
+
+
+@pytest.mark.parametrize("channels, P", [(1, 2), (3, 2), (2, 4)])
+def test_a_patch_embedding_is_a_strided_convolution(channels, P):
+    """patchify followed by the linear layer E == nn.Conv2d(C, d_model, kernel_size=P, stride=P) with E's weights."""
+    torch.manual_seed(9)
+    linear = nn.Linear(P * P * channels, 5)
+    images = torch.randn(3, channels, 2 * P, 3 * P)
+    conv = patch_embedding_conv(linear, P, channels)
+    assert (conv.kernel_size, conv.stride) == ((P, P), (P, P))
+    by_conv = conv(images).flatten(2).transpose(1, 2)                   # (B, d_model, H/P, W/P) -> (B, N, d_model)
+    assert torch.allclose(by_conv, linear(patchify(images, P)), atol=1e-5)
+    with pytest.raises(ValueError, match="P·P·C"):
+        patch_embedding_conv(linear, P + 1, channels)
 
 
 def test_patchify_and_vit_reject_a_size_not_divisible_by_the_patch():
@@ -199,3 +226,76 @@ def test_pixel_attention_figure_has_labels_and_one_colour_scale():
         plt.close(fig)
     with pytest.raises(ValueError, match="expected image"):
         show_pixel_attention(image, weights[:10], [(0, 0)])
+    rows = weights[[1 * 8 + 3, 4 * 8 + 4]]                              # only the chosen pixels' rows (a reference run)
+    fig = show_pixel_attention(image, rows, [(1, 3), (4, 4)], title="a digit")
+    try:
+        assert [im.get_array().tolist() for ax in fig.axes[1:3] for im in ax.images] == \
+            [rows[k].reshape(8, 8).tolist() for k in range(2)]
+    finally:
+        plt.close(fig)
+
+
+# --- vision_training: the lesson's loop, its full run, the reference file ---------------------------------------
+def test_fit_takes_the_steps_and_evaluates_and_batches_are_seeded():
+    X, y = torch.randn(20, 1, 8, 8), torch.randint(10, (20,))
+    first, again = vision_training.digit_batches(X, y, 4, seed=3), vision_training.digit_batches(X, y, 4, seed=3)
+    assert all(torch.equal(a, b) for _ in range(3) for a, b in zip(first(), again()))
+    torch.manual_seed(0)
+    model = SmallCNN(channels=4, attention=False)
+    losses, evaluations = vision_training.fit(model, vision_training.digit_batches(X, y, 4, 0), 5, lr=1e-2,
+                                              evaluate=lambda m: 0.5, eval_every=2, progress=False)
+    assert len(losses) == 5 and [step for step, _ in evaluations] == [2, 4, 5]
+
+
+def test_full_run_reports_what_the_lesson_draws():
+    settings = {**vision_training.FULL, "steps": 12, "seeds": [0]}
+    report = vision_training.full_run(settings, progress=False)
+    assert set(report["accuracy"]) == set(vision_training.MODELS) == set(report["curves"]["loss"])
+    cls = torch.tensor(report["cls_attention"]["weights"])             # (layers, digits, heads, N + 1)
+    vit = settings["vit"]
+    assert cls.shape == (vit["num_layers"], 4, vit["num_heads"], 17)
+    assert torch.allclose(cls.sum(-1), torch.ones(cls.shape[:-1]), atol=0.01)
+    pixels = torch.tensor(report["pixel_attention"]["weights"])        # (digits, pixels, 64)
+    assert pixels.shape == (2, 3, 64) and torch.allclose(pixels.sum(-1), torch.ones(2, 3), atol=0.01)
+    assert report["curves"]["steps"] == [10]
+
+
+def _lesson_settings():
+    """The lesson's sizes cell and its CNNs, executed in full mode (a fresh Python: COURSE_FAST=0)."""
+    cells = {c.get("id"): "".join(c["source"]) for c in json.loads(LESSON.read_text())["cells"]}
+    script = (cells["cell-03"] + "\n" + cells["cell-18"].split("for name")[0] + "\nimport json\nprint(json.dumps("
+              "dict(channels=channels, batch_size=batch_size, lr=lr, steps=vision_steps, seeds=vision_seeds, "
+              "patch_size=patch_size, vit=vit_sizes, cnn_configs=cnn_configs)))")
+    env = {**os.environ, "COURSE_FAST": "0", "COURSE_PROGRESS": "off", "MPLBACKEND": "Agg"}
+    env.pop("CI", None)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, cwd=ROOT,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_full_run_is_the_lessons_full_mode():
+    lesson = _lesson_settings()
+    full = vision_training.FULL
+    assert lesson.pop("cnn_configs") == vision_training.cnn_configs(full["channels"])
+    assert lesson == {key: full[key] for key in lesson}
+    ref = reference_run("lesson11_vision")
+    assert ref is not None, "course_utils/reference_runs/lesson11_vision.json is missing: run " \
+                            "`python -m course_utils.vision_training --reference lesson11_vision`"
+    assert reference_problems(ref) == []
+    assert ref["written_by"] == "python -m course_utils.vision_training --reference lesson11_vision"
+    assert ref["settings"] == full, "the lesson's sizes changed: run the command again"
+
+
+def test_reference_file_is_small_and_holds_what_fast_mode_draws():
+    ref = reference_run("lesson11_vision")
+    path = ROOT / "course_utils" / "reference_runs" / "lesson11_vision.json"
+    assert ref is not None and path.stat().st_size < 60_000
+    seeds, steps = ref["settings"]["seeds"], ref["settings"]["steps"]
+    assert all(list(a) == [str(s) for s in seeds] for a in ref["accuracy"].values())
+    assert ref["curves"]["steps"][-1] == steps and all(len(c) == len(ref["curves"]["steps"])
+                                                        for c in ref["curves"]["loss"].values())
+    assert ref["result"]["mean_accuracy"]["ViT"] > 0.9 and ref["result"]["mean_accuracy"]["CNN"] > 0.8
+    cls = ref["cls_attention"]
+    assert len(cls["weights"][0]) == len(cls["digits"]) == len(cls["labels"]) == len(cls["predicted"])
+    assert sum(p == label for p, label in zip(cls["predicted"], cls["labels"])) >= 3   # a trained ViT

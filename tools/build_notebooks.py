@@ -13,8 +13,9 @@ In solutions/NN_*.ipynb, answers sit between nbgrader's markers:
 In code cells they become `# YOUR CODE HERE` / `raise NotImplementedError()` (at the marker's
 indentation); in markdown cells, "YOUR ANSWER HERE". Every notebook is written without outputs,
 execution counts or machine-specific metadata. Generated cells, recognised by their tags:
-- at the top, an "Open in Colab" badge with links to the twin notebook (locally and on Colab), and a
-  set-up cell that installs `course_utils` where it is missing (Colab);
+- at the top, an "Open in Colab" badge with links to the twin notebook (locally and on Colab; the twins
+  share a file name, so JupyterLab labels both tabs alike, and the link says so), and a set-up cell that
+  installs `course_utils` where it is missing (Colab);
 - at the end, a cell that shows the learner's progress through the course.
 Diagrams: a markdown cell that shows `![...](attachment:NAME.png)` gets `diagrams/png/NAME.png`
 embedded as a cell attachment, so the picture travels with the notebook (Colab, GitHub, offline).
@@ -68,6 +69,13 @@ def _tagged(source, tag, cell_type="code"):
     return cell
 
 
+def twin_link(name, learner):
+    """The relative link from a notebook to its twin: ../solutions/NAME from the exercises, ../notebooks/NAME
+    from the solutions. (Both twins have the same file name, and JupyterLab labels a tab with the file's name
+    alone, so the twin opens in a tab labelled as this one; only the tab's tooltip shows the folder.)"""
+    return f"../{'solutions' if learner else 'notebooks'}/{name}"
+
+
 def header_cells(name, learner):
     repo = repository()
     folder, twin = ("notebooks", "solutions") if learner else ("solutions", "notebooks")
@@ -75,11 +83,13 @@ def header_cells(name, learner):
              f"({_colab(repo, folder, name)})")
     if learner:
         text = (f"{badge} &nbsp; This notebook: **exercises** (fill in the cells marked `# YOUR CODE HERE`). "
-                f"Stuck? The solved version: [open it here](../{twin}/{name}) or "
+                f"Stuck? The solved version: [open it here]({twin_link(name, learner)}) (its tab has this "
+                f"notebook's name; its first line says **solutions**) or "
                 f"[on Colab]({_colab(repo, twin, name)}).")
     else:
         text = (f"{badge} &nbsp; This notebook: **solutions**. The exercises: "
-                f"[open them here](../{twin}/{name}) or [on Colab]({_colab(repo, twin, name)}).")
+                f"[open them here]({twin_link(name, learner)}) (their tab has this notebook's name) or "
+                f"[on Colab]({_colab(repo, twin, name)}).")
     setup = ("# Set-up: installs the course's helper package where it is missing (e.g. on Colab).\n"
              "import importlib.util, subprocess, sys\n"
              "if importlib.util.find_spec(\"course_utils\") is None:\n"

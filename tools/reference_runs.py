@@ -4,19 +4,21 @@
     python tools/reference_runs.py bahdanau      # lesson 03: accuracy by length, alignment maps -> bahdanau.json
     python tools/reference_runs.py pointer       # lesson 06: pointer weights, accuracy by length -> pointer.json
     python tools/reference_runs.py transformer   # lesson 09: learning curve, every head's attention -> transformer.json
+    python tools/reference_runs.py lesson14      # lesson 14: GPT heads and sinks, ViT deletion test, counterfactual
+                                                 #   attention in the translator -> lesson14_measurements.json
     python tools/reference_runs.py ntm --settings   # print a run's full-mode settings only (no training)
 
 A run executes the lesson's own code cells (found by their cell ids in the solution notebook) in
 full mode, in one namespace, as "Run All" would without COURSE_FAST; figures are drawn off-screen.
 Then it saves what the lesson's fast mode shows next to its own (untrained) figures, with the
-settings, the machine and the time, in course_utils/reference_runs/<name>.json. Commit the file it
-writes; never edit its numbers by hand (`written_by` names the command; tests/test_reference_runs.py
-checks every file's schema and that its settings are still the lesson's).
+settings, the machine and the time, in course_utils/reference_runs/<name>.json, through the course's one
+writer of reference files (course_utils.reference_runs.write: one schema for every lesson). Commit the
+file it writes; never edit its numbers by hand (`written_by` names the command; tests/test_reference_runs.py
+checks every file's schema, runs its command with --help, and checks that its settings are still the lesson's).
 """
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -74,15 +76,15 @@ def _round(values, digits=3):
 
 
 def _load():
-    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
+    from course_utils.config import load_average
+
+    return load_average()
 
 
 def _machine(load_before):
-    import torch
+    from course_utils.config import describe_machine
 
-    return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-            "cpus": os.cpu_count(), "torch": torch.__version__, "threads": torch.get_num_threads(),
-            "load_average_before": load_before, "load_average_after": _load()}
+    return describe_machine("cpu", load_before)
 
 
 def _execute(sources):
@@ -97,10 +99,13 @@ def _execute(sources):
 
 
 def _write(path, report):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, separators=(",", ":")) + "\n", encoding="utf-8")
+    """The report through the course's one writer (course_utils.reference_runs.write)."""
+    from course_utils.reference_runs import write
+
+    report = {k: v for k, v in report.items() if k not in ("schema", "date")}
+    path = write(path.stem, folder=path.parent, **report)
     shown = path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path
-    print(f"written: {shown} ({report['result']}, load {report['machine']['load_average_before']})")
+    print(f"written: {shown} ({report['result']}, load {report['machine']['load_before']})")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -140,13 +145,12 @@ def ntm(path):
                       "read_weights": _round(model.read_weights[0].tolist()),      # (2T+1, N)
                       "output_probabilities": _round(probs.tolist())})             # (2T+1, 8)
     report = {
-        "written_by": "tools/reference_runs.py ntm",
+        "written_by": "python tools/reference_runs.py ntm",
         "lesson": NTM_NOTEBOOK.name,
         "what": "the lesson's NTM trained on the copy task in full mode (its cells "
                 f"{NTM_SIZES}, {NTM_TRAIN}, {NTM_LENGTHS}, executed with COURSE_FAST=0)",
         "settings": {name: ns[name] for name in NTM_SETTINGS} | {"seed": 0},
         "machine": _machine(load_before),
-        "date": time.strftime("%Y-%m-%d"),
         "result": {"converged": bool(ns["converged"]), "sequences": ns["seen"], "steps": len(ns["costs"]),
                    "running_cost": round(ns["running_costs"][-1], 4),
                    "heldout_cost": round(ns["final_heldout"], 4),
@@ -217,6 +221,24 @@ def _transformer(ns):
     }
 
 
+def _lesson14(ns):
+    """Lesson 14: what its fast mode shows of the trained models: lesson 12's GPT, the ViT, lesson 10's translator.
+    Refused unless the GPT is lesson 12's trained run; the translator's source (the trained cpu run, or the smoke
+    model when runs/cpu is missing) is recorded with its numbers and shown with them."""
+    measured = ns["measurements"]
+    if not measured["gpt"]["source"].startswith("the trained"):
+        raise SystemExit("error: lesson 14's reference file needs lesson 12's trained GPT in the runs folder "
+                         "(runs/language_model-full: python -m course_utils.language_model --preset full); the "
+                         f"notebook measured {measured['gpt']['source']}")
+    gpt, vit = measured["gpt"], measured["vit"]
+    return {"result": {"gpt_best_induction_score": round(max(max(row) for row in gpt["induction_scores"]), 3),
+                       "gpt_second_copy_loss": round(gpt["second_copy_loss"], 3),
+                       "gpt_stream_ppl": {k: v["ppl_after_cache"] for k, v in gpt["stream"].items()},
+                       "vit_accuracy": round(vit["accuracy"], 3), "deletion_area": vit["area"],
+                       "translator_source": measured["translator"]["source"]},
+            **measured}
+
+
 LESSONS = {   # run: (notebook, the cell it runs up to, cells it skips, settings (names of its sizes cell), collect)
     "bahdanau": ("03_bahdanau_attention.ipynb", "cell-25", (),
                  ("min_len", "max_len", "num_tokens", "num_train", "test_per_length", "batch_size", "d_emb",
@@ -226,12 +248,16 @@ LESSONS = {   # run: (notebook, the cell it runs up to, cells it skips, settings
     "transformer": ("09_transformer.ipynb", "cell-35", ("cell-28-speed-code",),
                     ("min_len", "max_len", "d_model", "num_heads", "num_layers", "d_ff", "dropout", "batch_size",
                      "num_steps", "lr", "warmup", "label_smoothing", "num_test", "eval_every"), _transformer),
+    "lesson14": ("14_what_attention_learns.ipynb", "l14-measured", ("l14-widget",),
+                 ("PRESET", "gpt_repeat", "gpt_sequences", "stream_tokens", "stream_rows", "sinks", "window",
+                  "vit_sizes", "vit_steps", "vit_batch", "vit_lr", "jw_pairs"), _lesson14),
 }
+SIZES_CELL = {"lesson14": "l14-setup"}   # a lesson's sizes cell, where it is not cell-03
 
 
 def lesson_settings(run):
     notebook, *_, names, _ = LESSONS[run]
-    ns = _execute(_cells(SOLUTIONS / notebook, ["cell-03"]))
+    ns = _execute(_cells(SOLUTIONS / notebook, [SIZES_CELL.get(run, "cell-03")]))
     return {name: ns[name] for name in names}
 
 
@@ -243,16 +269,17 @@ def lesson_run(run, path):
     ns = _execute(_cells_up_to(SOLUTIONS / notebook, last, skip))
     seconds = time.perf_counter() - started
     collected = collect(ns)
-    report = {"written_by": f"tools/reference_runs.py {run}", "lesson": notebook,
+    report = {"written_by": f"python tools/reference_runs.py {run}", "lesson": notebook,
               "what": f"the lesson's code cells up to {last} (without {', '.join(skip) or 'none'} and the widgets), "
                       "executed with COURSE_FAST=0",
               "settings": {name: ns[name] for name in names}, "machine": _machine(load_before),
-              "date": time.strftime("%Y-%m-%d"), "run_seconds": round(seconds, 1)} | collected
+              "run_seconds": round(seconds, 1)} | collected
     _write(path, report)
     return 0
 
 
-RUNS = {"ntm": "ntm_copy", "bahdanau": "bahdanau", "pointer": "pointer", "transformer": "transformer"}
+RUNS = {"ntm": "ntm_copy", "bahdanau": "bahdanau", "pointer": "pointer", "transformer": "transformer",
+        "lesson14": "lesson14_measurements"}
 
 
 def main(argv=None):

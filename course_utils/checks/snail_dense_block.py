@@ -1,5 +1,6 @@
 """Lesson 11's SNAIL dense block, for its check: the reference with the exercise's signature, the
-planted mistakes (a wrong tap, padding on the wrong side, a wrong gate), and the causality probe."""
+planted mistakes (a wrong tap, padding on the wrong side, a wrong gate), the PyTorch errors of its slips
+(padding the wrong axis, concatenating on the wrong one), and the causality probe."""
 import torch
 import torch.nn.functional as F
 
@@ -31,11 +32,13 @@ def _delayed(x, d):
     return F.pad(x, (0, 0, 0, -d))[:, -d:]
 
 
-def _gated(x, W_f, W_g, past, present=True, taps=(0, 1), act_f=torch.tanh, act_g=torch.sigmoid):
+def _gated(x, W_f, W_g, past, present=True, taps=(0, 1), act_f=torch.tanh, act_g=torch.sigmoid, combine="product"):
     """The new features tanh(W_f^(0) x_t + W_f^(1) past_t) ⊙ σ(...), or a mistaken variant of them."""
     def conv(W):
         out = past @ W[taps[1]] if past is not None else 0
         return out + (x @ W[taps[0]] if present else 0)
+    if combine == "sum":
+        return act_f(conv(W_f)) + act_g(conv(W_g))
     return act_f(conv(W_f)) * act_g(conv(W_g))
 
 
@@ -48,6 +51,8 @@ def _dense_mistakes(x, W_f, W_g, d):
     if d != 1:
         mistakes[f"the dilation is ignored: step t is mixed with x_{{t−1}}, not x_{{t−d}} (d = {d} here); delay x "
                  f"by d steps, with d zeros on the left."] = cat(_gated(x, W_f, W_g, _delayed(x, 1)))
+    mistakes[f"the delayed sequence is x itself, not x_{{t−d}}: after padding d = {d} zeros on the left, keep the "
+              "FIRST T steps ([:, :T]); the last T steps are x again."] = cat(_gated(x, W_f, W_g, x))
     mistakes.update({
         f"the past tap is off by one: step t is mixed with x_{{t−d+1}}, not x_{{t−d}} (d = {d} here); pad with "
         f"exactly d zeros on the left and keep the first T steps.": cat(_gated(x, W_f, W_g, _delayed(x, d - 1))),
@@ -60,6 +65,14 @@ def _dense_mistakes(x, W_f, W_g, d):
             cat(_gated(x, W_f, W_g, past, act_f=torch.sigmoid, act_g=torch.tanh)),
         "the gate is missing: multiply tanh(filter) by σ(gate), elementwise.":
             cat(_gated(x, W_f, W_g, past, act_g=lambda z: 1.0)),
+        "the gate goes through tanh: the filter W_f goes through tanh, the gate W_g through σ (values in 0..1, "
+        "how much of the filter passes).": cat(_gated(x, W_f, W_g, past, act_g=torch.tanh)),
+        "the filter goes through σ: the filter W_f goes through tanh (values in -1..1), the gate W_g through σ.":
+            cat(_gated(x, W_f, W_g, past, act_f=torch.sigmoid)),
+        "the filter goes through ReLU: WaveNet's gate is tanh(filter) ⊙ σ(gate).":
+            cat(_gated(x, W_f, W_g, past, act_f=torch.relu)),
+        "tanh(filter) and σ(gate) are added: the gate MULTIPLIES the filter, elementwise (⊙).":
+            cat(_gated(x, W_f, W_g, past, combine="sum")),
         "the present step is missing: each convolution is W^(0) x_t + W^(1) x_{t−d}, both taps.":
             cat(_gated(x, W_f, W_g, past, present=False)),
         "the past step is missing: each convolution is W^(0) x_t + W^(1) x_{t−d}, both taps.":
@@ -84,6 +97,48 @@ def _future_mistakes(x, W_f, W_g, d):
         f"0..{d - 1} see the end of the sequence; pad with d zeros on the left instead.":
             torch.cat([x, _gated(x, W_f, W_g, rolled)], -1) if d < T else None,
     }
+
+
+def steps_symptom(steps, T, d):
+    """The output has `steps` steps, not T: say which padding gives that."""
+    if steps < T:
+        return (f"the output has {steps} steps, not T = {T}: the convolution dropped d = {d} steps. Pad x with d "
+                "zeros on the left first, so that every step t has an x_{t−d} (zero when t < d).")
+    return (f"the output has {steps} steps, not T = {T}: padding on both sides adds steps. Pad x with d = {d} zeros "
+            "on the left only.")
+
+
+def dense_block_errors(T, d_in, d):
+    """The PyTorch errors of the dense block's typical slips, named (for lesson11_mistakes.call)."""
+    def concatenated(match):
+        if int(match.group(1)) != 2:
+            return (f"x and the new features are concatenated along axis {match.group(1)}: they go side by side "
+                    "along the LAST axis (the features), torch.cat([x, new], dim=-1); batch and steps stay as they "
+                    "are.")
+        return (f"x and the new features could not be concatenated: they have different numbers of steps. The "
+                f"convolution must keep all T steps: pad x with d = {d} zeros on the left (and only on the left) "
+                "before it.")
+
+    def matmul(match):
+        if int(match.group(2)) == d_in + d:
+            return (f"F.pad(x, (d, 0)) pads the LAST axis, the features: x_{{t−d}} then has d_in + d = {d_in + d} "
+                    f"features instead of {d_in}. F.pad lists the last axis first: pad the steps with "
+                    "F.pad(x, (0, 0, d, 0)).")
+        return ("a matrix product has shapes that do not fit: each convolution is x_t @ W[0] + x_{t−d} @ W[1], "
+                "with x and x_{t−d} of shape (B, T, d_in) and W[0], W[1] of shape (d_in, filters).")
+    def steps(match):
+        if {int(match.group(1)), int(match.group(2))} == {T, T + d}:
+            return (f"x_{{t−d}} has T + d = {T + d} steps, x has T = {T}: after padding d = {d} zeros on the left, "
+                    "keep the FIRST T steps ([:, :T]).")
+        return None
+    return [
+        (r"Sizes of tensors must match except in dimension (\d+)", concatenated),
+        (r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton dimension 1", steps),
+        (r"cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)", matmul),
+        (r"expected input\[\d+, (\d+), (\d+)\] to have \d+ channels",
+         "F.conv1d takes x as (B, channels, T): transpose x to (B, d_in, T) before it, and its output back to "
+         "(B, T, filters) after."),
+    ]
 
 
 def _expect_causal(ev: Evaluation, answer, x, W_f, W_g, d, out, t):

@@ -1,23 +1,22 @@
-"""Lesson 10's training pipeline: a Transformer trained on Multi30k German -> English, scored with sacreBLEU.
+"""Lesson 10's translator: a Transformer trained on Multi30k German -> English, scored with sacreBLEU, as a
+task of the course's training pipeline (course_utils/pipeline: the loop, checkpoints, runs, report, command line).
 
     python -m course_utils.translation --preset cpu          # the command line (__main__.py)
 
-The pipeline, from the command line down; each module imports only modules listed below it:
+What is specific to the translator; each module imports only modules listed below it:
 
-    __main__     the command line: arguments checked before any work, one-line errors, torchrun's entry
-    run          run(cfg, out_dir): train, decode test_2016_flickr, write report.json; default_out
-    reference    the course's reference runs (reference_runs/*.json) and the ONE command that writes them
-    trainer      train(cfg, out_dir): epochs, validation, checkpoints, exact resume, Ctrl-C, averaging;
-                 a folder that holds a run is never replaced silently
-    step         setup_state, translation_step (the course's ONE optimizer step, training.train_step), evaluate_loss
-    data         Multi30k -> subword ids (the tokenizer kept with the run); bucketed micro-batches
-    distributed  processes only: the process group, DDP, collectives (and a demo that checks a machine)
-    batching     BucketBatchSampler, and all batch arithmetic: micro-batches, accumulation, steps per epoch
-    checkpoints  every checkpoint written (verified first, the previous good one kept) and read (the newest good one)
+    __main__     the command line: the pipeline's (pipeline/cli.py) with the translator's options
+    run          run(cfg, out_dir): the pipeline's run of a TranslationTask; default_out
+    task         TranslationTask (pipeline/task.py's interface): data, model, loss, evaluation, the report's
+                 scores, the reference file's extras; setup_state (a model to step by hand)
+    reference    the course's reference run (reference_runs/cpu.json): reading it, its attention maps
     widgets      the cross-attention of a translated sentence, the translate widget
+    step         forward_loss, translation_step (the course's ONE optimizer step, training.train_step), evaluate_loss
+    data         Multi30k -> subword ids (the tokenizer kept with the run)
+    batching     BucketBatchSampler (length buckets), micro_batch_tokens (checked against the longest sentence)
     decode       corpus translation (batched greedy / beam search) and sacreBLEU
     figures      a run's learning curves, the padding of batches, a reference run's cross-attention
-    presets      Config, PRESETS, check_config, build_model, load_translator
+    presets      Config (pipeline.task.RunConfig + the translator's settings), PRESETS, build_model, load_translator
 
 Shared with the other lessons (in course_utils/): data.batch (PAD_ID, pad, Batch, collate: the course's
 one way to batch), training (the optimizer step, schedules, loss), precision (autocast; training uses it

@@ -1,4 +1,4 @@
-"""Batches for lesson 10: sentences of similar length bucketed together, and the batch arithmetic.
+"""Batches for lesson 10: sentences of similar length bucketed together, and the translator's micro-batch.
 
     sampler = BucketBatchSampler(lengths, max_tokens=4096, shuffle=True, seed=0)
     for epoch in range(epochs):
@@ -12,20 +12,16 @@ longest in the batch), then shuffle the batches. The order changes every epoch (
 the same for the same (seed, epoch), which is what a resumed or a multi-process run needs:
 with `num_replicas`/`rank` each process takes every `num_replicas`-th batch.
 
-The arithmetic of a global batch that does not depend on the number of processes, all here:
-
-    global batch = micro-batch x processes (world_size) x accumulation steps
-    micro_batch_size(global, world_size, accum)     accumulation_steps(global, micro, world_size)
-    micro_batch_tokens(cfg, world_size)             cfg's micro-batch, checked against the longest sentence
-    steps_per_epoch(num_batches, world_size, accum) optimizer steps of an epoch (full global batches only)
-    full_steps(local_batches, num_batches, ...)     this process's micro-batches grouped into those steps
-    check_enough_batches(num_batches, ...)          at least one optimizer step per epoch, or a clear error
+In a run (translation/task.py) every bucketed batch of `batch_tokens` padded tokens is ONE optimizer step
+(a global batch), split into processes x accumulation steps by the pipeline (pipeline/batches.py);
+`micro_batch_tokens(cfg, world_size)` is the nominal size of one part, checked against the longest sentence.
 """
 import math
 
 import numpy as np
 
-from .presets import ConfigError
+from ..pipeline.batches import micro_batch_size
+from ..pipeline.task import ConfigError
 
 
 class BucketBatchSampler:
@@ -100,29 +96,6 @@ def random_batches(n, batch_size, seed=0):
     return [order[i:i + batch_size].tolist() for i in range(0, n, batch_size)]
 
 
-# ---------------------------------------------------------------------------------------------
-# Batch arithmetic: a global batch that does not depend on the number of processes
-# ---------------------------------------------------------------------------------------------
-def accumulation_steps(global_batch, micro_batch, world_size):
-    """Micro-batches per process and optimizer step: global = micro x world_size x accumulation."""
-    if global_batch % (micro_batch * world_size):
-        raise ConfigError(
-            f"global batch {global_batch} is not divisible by micro-batch {micro_batch} x "
-            f"{world_size} processes: choose a global batch that is a multiple of "
-            f"{micro_batch * world_size}, or another micro-batch / number of processes")
-    return global_batch // (micro_batch * world_size)
-
-
-def micro_batch_size(global_batch, world_size, accum_steps):
-    """Per-process micro-batch: global / (world_size x accum_steps), which must divide exactly."""
-    if accum_steps < 1 or global_batch % (world_size * accum_steps):
-        raise ConfigError(
-            f"global batch {global_batch} cannot be split into {world_size} processes x "
-            f"{accum_steps} accumulation steps: choose a global batch that is a multiple of "
-            f"{world_size * max(accum_steps, 1)}, or another number of processes / accumulation steps")
-    return global_batch // (world_size * accum_steps)
-
-
 def micro_batch_tokens(cfg, world_size):
     """Padded tokens per micro-batch and process: batch_tokens / (world_size x accum_steps), exactly."""
     micro = micro_batch_size(cfg.batch_tokens, world_size, cfg.accum_steps)
@@ -132,31 +105,3 @@ def micro_batch_tokens(cfg, world_size):
             f"{cfg.accum_steps} accumulation steps)) cannot hold the longest sentence "
             f"({cfg.max_tokens_per_sentence + 1} tokens): use fewer processes or accumulation steps")
     return micro
-
-
-def steps_per_epoch(num_batches, world_size=1, accum_steps=1):
-    """Optimizer steps of an epoch of `num_batches` micro-batches (all processes'): each step takes
-    world_size x accum_steps of them, the rest waits for the next epoch's shuffle. The same for any
-    number of processes when the global batch is the same."""
-    return num_batches // (world_size * accum_steps)
-
-
-def check_enough_batches(num_batches, world_size, accum_steps=1, what="the training data"):
-    """Fail early unless every process gets at least one full optimizer step of micro-batches."""
-    if steps_per_epoch(num_batches, world_size, accum_steps) < 1:
-        raise ConfigError(
-            f"{what} makes {num_batches} micro-batch(es) per epoch, fewer than one optimizer step "
-            f"needs ({world_size} processes x {accum_steps} accumulation steps = {world_size * accum_steps}): "
-            "use fewer processes, a smaller micro-batch, or more data")
-
-
-def full_steps(local_batches, num_batches, world_size, accum_steps):
-    """This rank's micro-batches grouped into optimizer steps, full global steps only.
-
-    `num_batches` counts all ranks' micro-batches of the epoch; there are
-    steps_per_epoch(num_batches, world_size, accum_steps) steps, the same on every rank, each exactly
-    one global batch. Rank r's step s holds the global micro-batches (s * accum_steps + j) * world_size + r,
-    j < accum_steps.
-    """
-    n = steps_per_epoch(num_batches, world_size, accum_steps)
-    return [local_batches[s * accum_steps:(s + 1) * accum_steps] for s in range(n)]

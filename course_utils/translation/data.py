@@ -7,7 +7,6 @@
     batch.src (B, S), batch.tgt_in (B, T) = <bos> + target, batch.tgt_out (B, T) = target + <eos>
 """
 import dataclasses
-import tempfile
 from pathlib import Path
 
 from ..data.batch import collate  # noqa: F401 (the course's one collate, used with these pairs)
@@ -98,16 +97,6 @@ def prepare_data(cfg, out_dir=None, tokenizer=None, log=print):
                            encode_pairs(tok, val_text), encode_pairs(tok, test_text), val_text, test_text)
 
 
-def prepare_data_everywhere(cfg, out_dir, dist, tokenizer=None, log=print):
-    """prepare_data on rank 0 (it trains the tokenizer), then on the others with rank 0's tokenizer."""
-    data = prepare_data(cfg, out_dir, tokenizer, log) if dist.is_main else None
-    tokenizer = dist.broadcast(data.tokenizer.to_str() if dist.is_main else None)
-    if not dist.is_main:
-        with tempfile.TemporaryDirectory() as tmp:
-            data = prepare_data(cfg, tmp, tokenizer)
-    return data
-
-
 def example_lengths(pairs):
     """Padded cost of each pair: the longer of source and decoder input (<bos> + target)."""
     return [max(len(s), len(t) + 1) for s, t in pairs]
@@ -123,4 +112,4 @@ def batch_sampler(pairs, max_tokens, epoch, seed=0, shuffle=True, world_size=1, 
 
 
 __all__ = ["TranslationData", "TokenizerFileError", "encode_pairs", "load_tokenizer", "tokenizer_for",
-           "prepare_data", "prepare_data_everywhere", "example_lengths", "batch_sampler", "collate"]
+           "prepare_data", "example_lengths", "batch_sampler", "collate"]

@@ -10,7 +10,7 @@ same preset gives the same model, up to floating-point nondeterminism, on a fast
 result depends on the machine's speed).
 
     check_config(cfg)                           # every impossible value at once, as a ConfigError
-    resume_differences(saved_cfg_dict, cfg)     # what a resumed run would change, and what it may
+    cfg.resume_differences(saved_cfg_dict)      # what a resumed run would change, and what it may
 """
 import dataclasses
 
@@ -18,17 +18,20 @@ import torch
 
 from ..config import resolve_device
 from ..data.batch import PAD_ID
+from ..pipeline.report import count_parameters  # noqa: F401 (the translator's size, as reports count it)
+from ..pipeline.task import ConfigError, RunConfig, make_config_of
 from ..tokenization import SubwordTokenizer
 from ..transformer import Transformer
 
-
-class ConfigError(ValueError):
-    """A configuration that cannot work; raised before any training starts."""
+__all__ = ["ConfigError", "Config", "PRESETS", "make_config", "check_config", "build_model", "count_parameters",
+           "load_translator"]
 
 
 @dataclasses.dataclass
-class Config:
+class Config(RunConfig):
+    """The pipeline's settings (pipeline.task.RunConfig: epochs, lr, amp, threads, seed, ...) and the translator's."""
     preset: str = "cpu"
+    epochs: int = 30                   # the run: `epochs` passes over the data, a fixed number of optimizer steps
     # data and vocabulary
     max_train_pairs: int = None        # None = all 29,000
     max_eval_pairs: int = None         # limit val/test sentences (smoke only)
@@ -41,44 +44,44 @@ class Config:
     d_ff: int = 1024
     dropout: float = 0.1
     share_embeddings: bool = True      # one table for German, English and the output layer
-    # optimisation: the run is `epochs` passes over the data, a fixed number of optimizer steps
-    epochs: int = 30
-    time_budget_minutes: float = None  # optional hard cap (machine-dependent; None = none)
-    batch_tokens: int = 3072           # EFFECTIVE batch: padded tokens per optimizer step
-    accum_steps: int = 1               # micro-batches per step (per process)
-    lr: float = 1e-3                   # peak learning rate
+    # optimisation (lr, clip_norm, accum_steps: RunConfig's)
+    batch_tokens: int = 3072           # the GLOBAL batch: padded tokens per optimizer step
     warmup_steps: int = 400
     schedule: str = "linear"           # "linear": warm-up then linear decay to 0; "noam": inverse sqrt
     weight_decay: float = 0.01
     betas: tuple = (0.9, 0.98)
     label_smoothing: float = 0.1
-    clip_norm: float = 1.0
     average_last: int = 3              # average the weights of the last epochs (1 = off)
-    checkpoint_minutes: float = 5.0    # also write a checkpoint this often within an epoch (0 = every step)
-    # speed
-    amp: str = "auto"                  # auto | bf16 | fp16 | off
-    compile: bool = False
-    device: str = "auto"
-    threads: int = None
     # evaluation
     val_bleu_pairs: int = None         # val sentences scored with greedy BLEU each epoch (None = all)
     beam_size: int = 5
     length_penalty: float = 0.6
     eval_batch_sentences: int = 128
-    seed: int = 0
-    log_every: int = 20                # steps between points of the step-level loss curve
 
-    def to_dict(self):
-        d = dataclasses.asdict(self)
-        d["betas"] = list(d["betas"])
-        return d
+    MAY_CHANGE_ON_RESUME = RunConfig.MAY_CHANGE_ON_RESUME + ("beam_size", "length_penalty", "eval_batch_sentences")
 
-    @classmethod
-    def from_dict(cls, data):
-        known = {f.name for f in dataclasses.fields(cls)}
-        data = {k: v for k, v in data.items() if k in known}
-        data["betas"] = tuple(data.get("betas", (0.9, 0.98)))
-        return cls(**data)
+    def problems(self):
+        out = super().problems()
+
+        def need(ok, field, what):
+            if not ok:
+                out.append(f"{field} must be {what}, got {getattr(self, field)!r}")
+
+        for field in ("batch_tokens", "beam_size", "vocab_size", "d_model", "num_heads", "num_layers", "d_ff",
+                      "max_tokens_per_sentence", "average_last", "eval_batch_sentences"):
+            need(isinstance(getattr(self, field), int) and getattr(self, field) >= 1, field, "a whole number >= 1")
+        for field in ("max_train_pairs", "max_eval_pairs", "val_bleu_pairs"):
+            value = getattr(self, field)
+            need(value is None or (isinstance(value, int) and value >= 1), field, "a whole number >= 1 (or unset)")
+        need(0 <= self.dropout < 1, "dropout", "in [0, 1)")
+        need(0 <= self.label_smoothing < 1, "label_smoothing", "in [0, 1)")
+        need(self.warmup_steps >= 0, "warmup_steps", ">= 0")
+        need(self.length_penalty >= 0, "length_penalty", ">= 0")
+        need(self.schedule in ("linear", "noam"), "schedule", "'linear' or 'noam'")
+        if isinstance(self.d_model, int) and isinstance(self.num_heads, int) and self.num_heads >= 1 \
+                and self.d_model % self.num_heads:
+            out.append(f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})")
+        return out
 
 
 PRESETS = {
@@ -100,67 +103,12 @@ PRESETS = {
 
 def make_config(preset="cpu", **overrides):
     """The preset's Config with `overrides` (None values are ignored)."""
-    if preset not in PRESETS:
-        raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
-    cfg = Config(preset=preset, **PRESETS[preset])
-    for key, value in overrides.items():
-        if value is None:
-            continue
-        if not hasattr(cfg, key):
-            raise ValueError(f"unknown config field {key!r}")
-        setattr(cfg, key, value)
-    return cfg
+    return make_config_of(Config, PRESETS, preset, **overrides)
 
 
 def check_config(cfg):
     """Raise one ConfigError naming every impossible setting of `cfg` (before any data is loaded)."""
-    problems = []
-
-    def need(ok, field, what):
-        if not ok:
-            problems.append(f"{field} must be {what}, got {getattr(cfg, field)!r}")
-
-    for field in ("epochs", "batch_tokens", "accum_steps", "beam_size", "vocab_size", "d_model", "num_heads",
-                  "num_layers", "d_ff", "max_tokens_per_sentence", "average_last", "eval_batch_sentences",
-                  "log_every"):
-        need(isinstance(getattr(cfg, field), int) and getattr(cfg, field) >= 1, field, "a whole number >= 1")
-    for field in ("max_train_pairs", "max_eval_pairs", "val_bleu_pairs", "threads"):
-        value = getattr(cfg, field)
-        need(value is None or (isinstance(value, int) and value >= 1), field, "a whole number >= 1 (or unset)")
-    need(cfg.lr > 0, "lr", "positive")
-    need(0 <= cfg.dropout < 1, "dropout", "in [0, 1)")
-    need(0 <= cfg.label_smoothing < 1, "label_smoothing", "in [0, 1)")
-    need(cfg.warmup_steps >= 0, "warmup_steps", ">= 0")
-    need(cfg.length_penalty >= 0, "length_penalty", ">= 0")
-    need(cfg.time_budget_minutes is None or cfg.time_budget_minutes > 0, "time_budget_minutes", "positive (or unset)")
-    need(cfg.checkpoint_minutes is None or cfg.checkpoint_minutes >= 0, "checkpoint_minutes", ">= 0 (or unset)")
-    need(cfg.schedule in ("linear", "noam"), "schedule", "'linear' or 'noam'")
-    need(cfg.amp in ("auto", "bf16", "fp16", "off"), "amp", "one of auto, bf16, fp16, off")
-    if isinstance(cfg.d_model, int) and isinstance(cfg.num_heads, int) and cfg.num_heads >= 1 \
-            and cfg.d_model % cfg.num_heads:
-        problems.append(f"d_model ({cfg.d_model}) must be divisible by num_heads ({cfg.num_heads})")
-    if problems:
-        raise ConfigError("; ".join(problems))
-    return cfg
-
-
-# Settings a resumed run may change: they do not change what the checkpoint's model was trained on
-# (`epochs` may grow: the learning-rate schedule then stretches to the new number of steps from here;
-# `accum_steps` may follow a new number of processes, the global batch `batch_tokens` staying the same).
-MAY_CHANGE_ON_RESUME = ("epochs", "time_budget_minutes", "checkpoint_minutes", "device", "threads", "compile",
-                        "accum_steps", "beam_size", "length_penalty", "eval_batch_sentences")
-
-
-def resume_differences(saved, cfg, epochs_done=0):
-    """(refused, allowed): lists of "name: saved -> new" between a checkpoint's config dict and `cfg`."""
-    new = cfg.to_dict()
-    refused, allowed = [], []
-    for key in new:
-        if key in saved and saved[key] != new[key]:
-            line = f"{key}: {saved[key]!r} -> {new[key]!r}"
-            ok = key in MAY_CHANGE_ON_RESUME and not (key == "epochs" and new[key] < max(epochs_done, 1))
-            (allowed if ok else refused).append(line)
-    return refused, allowed
+    return cfg.check()
 
 
 def build_model(cfg, vocab_size):
@@ -169,11 +117,6 @@ def build_model(cfg, vocab_size):
                        num_layers=cfg.num_layers, d_ff=cfg.d_ff, dropout=cfg.dropout, max_len=512,
                        norm_first=True, tie_embeddings=True,
                        share_src_tgt_embeddings=cfg.share_embeddings, pad_id=PAD_ID)
-
-
-def count_parameters(model):
-    """Parameters of `model`, each shared tensor counted once."""
-    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
 
 
 def load_translator(path, device="cpu"):

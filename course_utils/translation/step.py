@@ -1,66 +1,21 @@
-"""One translation step: the state a run steps, the loss of a micro-batch, and the validation loss.
+"""The translator's loss: of a micro-batch (training), of one optimizer step, and on validation pairs.
 
-    state = setup_state(cfg, vocab_size)          # model, AdamW, precision, schedule: a TranslatorState
+    loss = forward_loss(model, batch, label_smoothing)   # summed over the batch's target tokens
     loss = translation_step(state, batches)       # one optimizer step (training.train_step) on Batches
     val_loss, val_nll = evaluate_loss(model, pairs, cfg, device)
+
+(`state` comes from translation.task.setup_state(cfg, vocab_size): the pipeline's RunState.)
 
 The optimizer step itself is the course's ONE step (`course_utils.training.train_step`): this module
 only says how a translation batch gives a loss summed over its target tokens, and how many there are.
 """
-import dataclasses
-
 import torch
 import torch.nn.functional as F
 
-from ..config import resolve_device
 from ..data.batch import PAD_ID, collate
-from ..precision import autocast, grad_scaler, resolve_amp
-from ..training import TrainState, make_optimizer, train_step, warmup_lr
+from ..precision import autocast
+from ..training import train_step
 from .data import batch_sampler
-from .presets import build_model
-
-
-@dataclasses.dataclass
-class TranslatorState(TrainState):
-    """training.TrainState, plus what a translation run counts and resumes from."""
-    cfg: object = None
-    epoch: int = 0                  # epochs done
-    epoch_step: int = 0             # optimizer steps done in the current epoch
-    epoch_losses: list = dataclasses.field(default_factory=list)   # this epoch's step losses so far
-    train_seconds: float = 0.0      # time spent in train steps (evaluation excluded)
-    tokens: int = 0                 # non-pad source + target tokens trained on (by all processes)
-    total_steps: int = None         # optimizer steps of the whole run
-    replica_max_diff: float = 0.0   # after training: largest difference between the processes' replicas
-    averaging: dict = None          # after training: which weights model.pt holds (see trainer._average)
-
-    def progress(self):
-        """Fraction of the run done: steps done, or training time used if a time cap is set and larger."""
-        done = self.step / self.total_steps if self.total_steps else 0.0
-        if self.cfg.time_budget_minutes:
-            done = max(done, self.train_seconds / (60.0 * self.cfg.time_budget_minutes))
-        return min(done, 1.0)
-
-
-def setup_state(cfg, vocab_size, device=None, dist=None, wrap=None):
-    """Model, optimizer, scaler and precision on the device: everything train() steps.
-
-    With `dist` (a distributed.Dist of several processes) the stepped model is `wrap(model)`
-    (distributed.wrap_model: DDP); a single process never needs either.
-    """
-    if dist is not None:
-        device = dist.device
-    device = resolve_device(cfg.device) if device is None else device
-    amp_dtype = resolve_amp(cfg.amp, device)
-    raw_model = build_model(cfg, vocab_size).to(device)
-    model = raw_model if wrap is None else wrap(raw_model)
-    if cfg.compile:
-        model = torch.compile(model)
-    state = TranslatorState(model, make_optimizer(raw_model, cfg.lr, cfg.weight_decay, cfg.betas),
-                            grad_scaler(device, amp_dtype), device, amp_dtype, cfg.clip_norm, dist=dist, cfg=cfg)
-    state.lr_schedule = lambda step: warmup_lr(step, state.progress(), cfg.lr, cfg.warmup_steps, cfg.schedule,
-                                               cfg.warmup_steps / state.total_steps if state.total_steps else 0.0)
-    state.set_lr()
-    return state
 
 
 def forward_loss(model, batch, label_smoothing):

@@ -3,10 +3,10 @@
 - test_diagram_renders: lesson 09's diagram (a markdown-cell attachment) loads at the size of its PNG in
   diagrams/png/ and its screenshot is not blank.
 - test_figure: runs a notebook's cells one by one up to the cell that draws a figure, then keeps a
-  screenshot of the figure and checks it is a real picture: lesson 11's ViT [CLS] attention figure
-  (solution notebook) and lesson 10's reference curves in fast mode (the learner notebook shows the
-  reference run's curves next to its own tiny run). Skipped, with the reason, while the cell does not
-  exist yet; a lesson may tag the cell ("cls-attention", "reference-curves") to make the choice explicit.
+  screenshot of the figure and checks it is a real picture: lesson 10's reference curves in fast mode (the
+  learner notebook shows the reference run's curves next to its own tiny run). Skipped, with the reason,
+  while the cell does not exist yet; a lesson may tag the cell ("reference-curves") to make the choice
+  explicit. (Lesson 11's fast-mode [CLS] figure: tests/browser/test_lesson11.py.)
 """
 import re
 
@@ -31,9 +31,6 @@ DIAGRAM = "notebooks/09_transformer.ipynb"  # a lesson whose markdown embeds a d
 
 # (notebook, (tags, pattern, what the figure is), budget in s, marks)
 FIGURES = [
-    pytest.param("solutions/11_attention_beyond_text.ipynb",
-                 ({"cls-attention"}, re.compile(r"cls_attention\s*\("), "ViT [CLS] attention figure"), 300,
-                 id="lesson11-vit-cls-attention"),
     pytest.param("notebooks/10_translation_multi30k.ipynb",
                  ({"reference-curves"},
                   re.compile(r"(?s)(?=.*\breference)(?=.*(?:\bplot\w*\(|plt\.|\bshow_\w+\())"),

@@ -12,31 +12,26 @@ backward pass, so every replica takes the same optimizer step and the replicas s
     cleanup()
 
 This module is only about processes. The rest of a multi-process run lives with the rest of the
-pipeline: the batch arithmetic (global batch = micro-batch x processes x accumulation steps) in
-batching.py, the ONE optimizer step (all-reduce once, in the last backward) in course_utils.training,
-the checkpoints (rank 0 writes, every rank reads) in checkpoints.py.
-
-Launch (see the README): `torchrun --nproc_per_node=2 -m course_utils.translation.distributed` runs
-`demo`, a quick check that a machine (or a cluster) trains one tiny model correctly on several processes.
+pipeline: how a global batch is split into processes x accumulation steps in batches.py, the ONE
+optimizer step (all-reduce once, in the last backward) in course_utils.training, the checkpoints
+(rank 0 writes, every rank reads) in checkpoints.py. Launch: `torchrun --nproc_per_node=2 -m
+course_utils.translation ...` (or any task's command: the pipeline's command line calls setup()).
 """
 import datetime
 import os
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.distributed as torch_dist
 from torch.nn.parallel import DistributedDataParallel
 
 from ..config import resolve_device
-from ..training import TrainState, train_step, unwrap
-from . import checkpoints
-from .batching import BucketBatchSampler, accumulation_steps, check_enough_batches, full_steps, steps_per_epoch
-from .presets import ConfigError
+from ..training import unwrap
+from .task import ConfigError
 
 __all__ = ["ENV_VARS", "DistributedConfigError", "Dist", "read_env", "setup", "cleanup", "report_error",
-           "wrap_model", "replica_max_diff", "demo", "main"]
+           "wrap_model", "replica_max_diff"]
 
 ENV_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")  # set by torchrun
 
@@ -205,114 +200,3 @@ def replica_max_diff(model, dist):
     reference = flat.clone()
     torch_dist.broadcast(reference, src=0)
     return dist.max(float((flat - reference).abs().max()))
-
-
-# ---------------------------------------------------------------------------------------------
-# demo: a tiny model that shows (and tests) the whole recipe
-# ---------------------------------------------------------------------------------------------
-def _demo_data(num_sequences, vocab_size, seed):
-    """Variable-length token sequences; the task: predict (token + 1) mod vocab at each position."""
-    gen = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(3, 13, (num_sequences,), generator=gen).tolist()
-    return [torch.randint(1, vocab_size, (n,), generator=gen) for n in lengths]
-
-
-def _demo_batch(seqs, vocab_size):
-    x = torch.nn.utils.rnn.pad_sequence(seqs, batch_first=True, padding_value=0)   # (B, T)
-    y = torch.where(x != 0, x % (vocab_size - 1) + 1, 0)                            # (B, T)
-    return x, y
-
-
-def demo(steps=6, batch_tokens=512, micro_tokens=64, lr=3e-3, seed=0, dist=None,
-         save_at=None, checkpoint=None, resume=None, num_sequences=400):
-    """Train a tiny token model for `steps` optimizer steps on any number of processes.
-
-    Global batch: `batch_tokens` padded tokens per optimizer step = micro_tokens x world_size x
-    accumulation (length-bucketed micro-batches, every rank takes every world_size-th).
-    Returns {"losses": global mean loss per step, "replica_max_diff", "accum_steps", ...}.
-    `checkpoint` + `save_at`: save after that step; `resume`: start from such a checkpoint
-    (written by any number of processes).
-    """
-    dist = dist or Dist()
-    vocab_size, d_model = 24, 16
-    accum = accumulation_steps(batch_tokens, micro_tokens, dist.world_size)
-    torch.manual_seed(seed)                      # same initial weights everywhere (DDP copies them anyway)
-    model = torch.nn.Sequential(torch.nn.Embedding(vocab_size, d_model), torch.nn.Linear(d_model, d_model),
-                                torch.nn.Tanh(), torch.nn.Linear(d_model, vocab_size)).to(dist.device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
-    state = TrainState(wrap_model(model, dist), optimizer, device=dist.device, clip_norm=None,
-                       lr_schedule=lambda step: lr * min(1.0, step / 3), dist=dist)
-    if resume is not None:
-        ckpt, _ = checkpoints.load(resume, dist, required=("model", "optimizer", "step"))
-        model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        state.step = ckpt["step"]
-        state.set_lr()
-    seqs = _demo_data(num_sequences, vocab_size, seed)
-    sampler = BucketBatchSampler([len(s) for s in seqs], max_tokens=micro_tokens, seed=seed,
-                                 num_replicas=dist.world_size, rank=dist.rank)
-    num_batches = len(sampler.batches())          # all ranks' micro-batches of an epoch
-    check_enough_batches(num_batches, dist.world_size, accum, "the demo data")
-    per_epoch = steps_per_epoch(num_batches, dist.world_size, accum)   # the same for any world_size
-
-    def loss_sum(model, batch):                   # summed over the batch's target tokens
-        x, y = (t.to(dist.device) for t in batch)
-        return torch.nn.functional.cross_entropy(model(x).transpose(1, 2), y, ignore_index=0, reduction="sum")
-
-    def target_tokens(batch):
-        return int((batch[1] != 0).sum())
-
-    losses = []
-    while state.step < steps:
-        sampler.set_epoch(state.step // per_epoch)
-        epoch_steps = full_steps(list(sampler), num_batches, dist.world_size, accum)
-        for step_batches in epoch_steps[state.step % per_epoch:]:     # (resume: skip the steps done)
-            if state.step >= steps:
-                break
-            micro = [_demo_batch([seqs[i] for i in idx], vocab_size) for idx in step_batches]
-            losses.append(train_step(state, micro, loss_sum, target_tokens))
-            dist.print(f"step {state.step}: loss {losses[-1]:.6f}")
-            if checkpoint is not None and state.step == save_at:
-                checkpoints.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                                  "step": state.step, "world_size": dist.world_size}, checkpoint, dist)
-    return {"losses": losses, "replica_max_diff": replica_max_diff(state.model, dist), "accum_steps": accum,
-            "world_size": dist.world_size, "steps_per_epoch": per_epoch,
-            "parameters": [p.detach().cpu() for p in model.parameters()]}
-
-
-def main(argv=None):
-    import argparse
-    import json
-    p = argparse.ArgumentParser(prog="torchrun --nproc_per_node=N -m course_utils.translation.distributed",
-                                description="Check that several processes train one model correctly.")
-    p.add_argument("--steps", type=int, default=6)
-    p.add_argument("--batch-tokens", type=int, default=512, help="global batch (padded tokens per step)")
-    p.add_argument("--micro-tokens", type=int, default=64, help="micro-batch per process")
-    p.add_argument("--device", default="cpu", help="cpu (gloo) or auto/cuda (NCCL)")
-    p.add_argument("--checkpoint", help="save a checkpoint here after --save-at steps")
-    p.add_argument("--save-at", type=int)
-    p.add_argument("--resume", help="start from a checkpoint (written by any number of processes)")
-    p.add_argument("--json", help="rank 0 writes the losses and the replica check here")
-    args = p.parse_args(argv)
-    torch.set_num_threads(1)
-    try:
-        dist = setup(args.device)
-        accum = accumulation_steps(args.batch_tokens, args.micro_tokens, dist.world_size)
-        dist.print(f"{dist.world_size} process(es) on {dist.device} (backend {dist.backend or 'none'}): "
-                   f"global batch {args.batch_tokens} tokens = {args.micro_tokens} per micro-batch x "
-                   f"{dist.world_size} process(es) x {accum} accumulation step(s)")
-        out = demo(args.steps, args.batch_tokens, args.micro_tokens, dist=dist, checkpoint=args.checkpoint,
-                   save_at=args.save_at, resume=args.resume)
-    except ConfigError as error:
-        report_error(error)
-        return 2
-    finally:
-        cleanup()
-    dist.print(f"replicas differ by at most {out['replica_max_diff']:.1e} (0 = identical)")
-    if args.json and dist.is_main:
-        Path(args.json).write_text(json.dumps({k: v for k, v in out.items() if k != "parameters"}))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""Every checkpoint read and written by lesson 10's pipeline, so that no run is ever lost to a kill,
+"""Every checkpoint read and written by the training pipeline, so that no run is ever lost to a kill,
 a full disk or a disconnected Colab session; and weight averaging.
 
     save(payload, "runs/cpu/checkpoint.pt", dist)          # rank 0 writes, verifies, then renames
@@ -13,6 +13,8 @@ previous only when it is known to be good (this process wrote and verified it, o
 damaged `checkpoint.pt` (the run resumed from the `.prev` one) is replaced without touching the good
 `.prev`. So at every moment one complete, verified checkpoint exists, whenever the process is
 killed. Temporary files a killed write left behind are removed by the next save and never read.
+A file that reads but whose weights do not fit the model (other shapes) counts as damaged too: the
+trainer names it with `forget(path)` and loads again with `skip=[path]`, which gives the `.prev` one.
 
 `dist` (distributed.Dist) is only needed with several processes: rank 0 writes and the others wait;
 every rank loads the file rank 0 chose (from its own disk, or sent by rank 0 when it cannot see it).
@@ -73,9 +75,12 @@ def save(payload, path, dist=None, required=("model",)):
         path.parent.mkdir(parents=True, exist_ok=True)
         for stale in path.parent.glob(f".{path.name}.*.part"):     # left by a process killed mid-write
             stale.unlink(missing_ok=True)
-        with atomic_open(path.with_name(path.name + ".new"), "wb") as f:
-            torch.save(payload, f)
         fresh = path.with_name(path.name + ".new")
+        try:
+            with atomic_open(fresh, "wb") as f:
+                torch.save(payload, f)
+        except OSError as error:          # a full disk, a read-only folder: name the checkpoint, not its .new
+            raise OSError(error.errno, error.strerror, str(path)) from error
         _, problem = _read(fresh, required)
         if problem is not None:
             fresh.unlink(missing_ok=True)
@@ -90,11 +95,17 @@ def save(payload, path, dist=None, required=("model",)):
         dist.barrier()
 
 
-def _first_readable(path, required):
-    """(payload, file used, problems) of the newest readable of `path` and its *.prev."""
+def forget(path):
+    """`path` is not a good checkpoint after all (its weights do not fit): never keep it as the previous one."""
+    _verified.pop(str(Path(path).resolve()), None)
+
+
+def _first_readable(path, required, skip=()):
+    """(payload, file used, problems) of the newest readable of `path` and its *.prev, `skip` left out."""
     problems = []
+    skip = {Path(p).resolve() for p in skip}
     for candidate in (Path(path), previous_path(path)):
-        if not candidate.exists():
+        if not candidate.exists() or candidate.resolve() in skip:
             continue
         payload, problem = _read(candidate, required)
         if payload is not None:
@@ -104,19 +115,21 @@ def _first_readable(path, required):
     return None, None, problems
 
 
-def load(path, dist=None, required=("model",), log=print):
+def load(path, dist=None, required=("model",), log=print, skip=()):
     """(payload, the file it came from): the newest readable checkpoint at `path` or its *.prev.pt.
 
-    A damaged newest one is named in ONE log line; none readable raises CheckpointError.
+    A damaged newest one is named in ONE log line; none readable raises CheckpointError. `skip`: files
+    found unusable already (their weights do not fit the model), named by the caller.
     """
     several = dist is not None and dist.active
     if not several or dist.is_main:
-        payload, used, problems = _first_readable(path, required)
+        payload, used, problems = _first_readable(path, required, skip)
     if several:                                   # rank 0 chose; the others follow its choice
         used, problems = dist.broadcast((used, problems) if dist.is_main else None)
     if used is None:
-        if not problems:
+        if not problems and not skip:
             raise CheckpointError(f"no checkpoint at {path}")
+        problems = [f"{p} does not fit the model" for p in skip] + problems
         raise CheckpointError("; ".join(problems) + ". Delete the file(s) to start the run afresh.")
     if problems:
         log(f"warning: {problems[0]}; resuming from {used.name} instead")

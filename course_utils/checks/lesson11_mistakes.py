@@ -1,0 +1,305 @@
+"""Lesson 11's typical mistakes, for its checks (lesson11.py): what a wrong answer returns (SAGAN's attention
+over the pixels, the ViT's patches, SNAIL's causal weights), and the PyTorch errors a slip raises, named.
+
+    out = call(ev, answer, x, W, errors=[(regex on PyTorch's message, symptom), ...])   # ev.call, errors named
+    mistakes = attention_2d_weight_mistakes(x, W_f, W_g, W_h)     # {symptom: the weights that mistake gives}
+"""
+import math
+import re
+import warnings
+
+import torch
+
+from ..masks import causal_mask, masked_softmax
+from ..vision import conv1x1
+from .core import ExerciseError
+
+RAISED = "your function raised "
+VIEW = (r"view size is not compatible",
+        "`.view()` cannot follow a transpose or a permute (the values are no longer laid out in that order in "
+        "memory): use `.reshape()` there (or `.contiguous().view()`).")
+T_3D = ("`.T` on a 3-D tensor reverses all three axes, (B, N, d) -> (d, N, B), instead of transposing each "
+        "matrix of the batch: use k.transpose(1, 2) (or k.mT).")
+
+SOFTMAX_DIM_0 = ("the softmax is over the batch (dim 0): F.softmax without dim= picks dim 0 for a 3-D tensor. "
+                 "Say dim=-1, the keys.")
+
+
+def _reversed_3d(warned):
+    return any("x.T" in str(w.message) and "dimension other than 2" in str(w.message) for w in warned)
+
+
+def transposed_batch(B, d):
+    """The error of q @ k.T with k (B, N, d): k.T is (d, N, B), and the batch axes B and d do not broadcast."""
+    return (rf"size of tensor a \({B}\) must match the size of tensor b \({d}\) at non-singleton dimension 0", T_3D)
+
+
+def call(ev, answer, *args, errors=()):
+    """`ev.call(answer, *args)`; when the learner's code raises, the first of `errors` ((regex, symptom) pairs;
+    a symptom may be a function of the match) that matches PyTorch's message names the mistake instead of
+    "your function raised ...", which is kept below it. `.T` on a 3-D tensor is named when PyTorch warns of it
+    (it warns once per process: `transposed_batch` names it from the error it causes)."""
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        try:
+            return ev.call(answer, *args)
+        except ExerciseError as error:
+            text = str(error)
+            if not text.startswith(RAISED):
+                raise
+            raised, _, where = text[len(RAISED):].partition("\n")
+            symptom = T_3D if _reversed_3d(warned) else None
+            for pattern, named in errors if symptom is None else ():
+                match = re.search(pattern, raised)
+                symptom = (named(match) if callable(named) else named) if match else None
+                if symptom:
+                    break
+            if symptom is None:
+                raise
+            where = "\n".join(line for line in where.splitlines() if "called with" not in line)
+            raise ExerciseError(f"{symptom}\n  (PyTorch: {raised})" + (f"\n{where}" if where.strip() else "")) from None
+
+
+def concatenated(axis_last, what):
+    """The error of torch.cat on the wrong axis (sizes differ on another axis), named; `what` names the pieces."""
+    def name(match):
+        axis = int(match.group(1))
+        if axis == axis_last:
+            return None
+        return (f"{what} are concatenated along axis {axis}: they go side by side along the LAST axis (the "
+                "features), torch.cat([...], dim=-1); every other axis (batch, steps) stays as it is.")
+    return r"Sizes of tensors must match except in dimension (\d+)", name
+
+
+# --- exercise 1: SAGAN's attention over the pixels ---------------------------------------------------
+def _pixels(features, scrambled=False):
+    """(B, C, H, W) -> (B, N, C), one row per pixel; scrambled: reshaped straight, without the transpose."""
+    B, C = features.shape[:2]
+    return features.reshape(B, -1, C) if scrambled else features.flatten(2).transpose(1, 2)
+
+
+def _wrong_scales(raw, d_key, sizes, mask=None):
+    """{symptom: weights} for scores q·k divided by the wrong size; sizes = {name: (size, what it is)}."""
+    mistakes = {}
+    for name, (size, what) in sizes.items():
+        if size != d_key:
+            mistakes.setdefault(f"the scores are divided by √{name} ({what}), not by √d_key (the size of a query "
+                                "and a key): use math.sqrt(d_key), e.g. math.sqrt(k.size(-1)).",
+                                masked_softmax(raw / math.sqrt(size), mask))
+    mistakes["the scores are divided by d_key, not by its square root √d_key."] = masked_softmax(raw / d_key, mask)
+    return mistakes
+
+
+def divided_by_max(scores, mask=None):
+    """exp(s) / max exp(s): a "softmax" normalised by the row's maximum instead of its sum."""
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.exp(scores - scores.amax(-1, keepdim=True))
+
+
+def attention_2d_weight_mistakes(x, W_f, W_g, W_h):
+    """{symptom: weights (B, N, N)} of the typical mistakes of `self_attention_2d` (the first can be told apart
+    only on the weights of a query pixel that attends to itself most: put it first)."""
+    B, C, H, W = x.shape
+    d_key, C_bar, N = W_f.shape[0], W_h.shape[0], H * W
+    k, q = _pixels(conv1x1(x, W_f)), _pixels(conv1x1(x, W_g))                 # (B, N, d_key)
+    raw = q @ k.transpose(1, 2)                                               # (B, N, N), not yet scaled
+    scores = raw / math.sqrt(d_key)
+    scrambled = _pixels(conv1x1(x, W_g), True) @ _pixels(conv1x1(x, W_f), True).transpose(1, 2) / math.sqrt(d_key)
+    mistakes = {
+        "the weights are transposed: row j of weights is pixel j's distribution over the keys i, α_{j,i} "
+        "(weights[b, j, i]); you return its transpose.": torch.softmax(scores, dim=-1).transpose(1, 2),
+        "the weights are normalised over the queries (dim 1), not the keys: take the softmax over "
+        "the last axis, so that each pixel's row sums to 1.": torch.softmax(scores, dim=1),
+        SOFTMAX_DIM_0: torch.softmax(scores, dim=0),
+        "queries and keys are swapped: the queries are g(x) = W_g x and the keys f(x) = W_f x.":
+            torch.softmax(scores.transpose(1, 2), dim=-1),
+        "the weights are divided by their largest value, not by their sum: softmax(s)_i = "
+        "exp(s_i) / Σ_i' exp(s_i').": divided_by_max(scores),
+        "the weights are exp(scores), not normalised: divide by their sum over the keys (the softmax).":
+            torch.exp(scores),
+        "the weights are the scores themselves: apply the softmax over the keys (the last axis).": scores,
+        "the scores are not divided by √d_key: scale q·k by 1/math.sqrt(d_key) before the softmax.":
+            torch.softmax(raw, dim=-1),
+        f"the pixels' vectors are scrambled: conv1x1's output (B, C̄, H, W) was reshaped straight to (B, N, C̄), "
+        f"which cuts each channel's {N} values into rows instead of gathering the channels of one pixel. Flatten "
+        "the pixels first, (B, C̄, N), then transpose to (B, N, C̄).": torch.softmax(scrambled, dim=-1),
+    }
+    mistakes.update(_wrong_scales(raw, d_key, {"C̄": (C_bar, "the channels of a value"),
+                                               "N": (N, "the number of pixels"), "C": (C, "the channels of x")}))
+    return mistakes
+
+
+def attention_2d_output_mistakes(x, weights, W_h, W_v):
+    """{symptom: o} of the typical mistakes of `self_attention_2d` after the weights, `weights` (B, N, N) right."""
+    B, C, H, W = x.shape
+    C_bar, N = W_h.shape[0], H * W
+    image = lambda read: read.transpose(1, 2).reshape(B, -1, H, W)           # (B, N, c) -> (B, c, H, W)
+    read = weights @ _pixels(conv1x1(x, W_h))                                 # (B, N, C̄)
+    return {
+        f"o has C̄ = {C_bar} channels, not C = {C}: the output map W_v is missing. SAGAN's final form maps "
+        "the read-out back to C channels, o = conv1x1(read, W_v).": image(read),
+        "o has the right shape but its values are scrambled: weights @ v is (B, N, C̄); transpose it "
+        "to (B, C̄, N) before reshaping to (B, C̄, H, W), then apply W_v.": conv1x1(read.reshape(B, C_bar, H, W), W_v),
+        f"o is still (B, N, C) = {(B, N, C)}, pixels first: transpose to (B, C, N) and reshape to (B, C, H, W).":
+            read @ W_v.T,
+        f"o is still (B, N, C̄) = {(B, N, C_bar)}: transpose it to (B, C̄, N), reshape to (B, C̄, H, W), "
+        "then apply W_v.": read,
+        "o uses the transposed weights: read_j = Σ_i weights[j, i] h_i, i.e. weights @ v.":
+            conv1x1(image(weights.transpose(1, 2) @ _pixels(conv1x1(x, W_h))), W_v),
+        "o mixes x itself, not the values: the values are h(x) = W_h x (conv1x1(x, W_h)), and W_v maps "
+        "their mixture back to C channels.": image(weights @ _pixels(x)),
+    }
+
+
+def attention_2d_errors(B, d_key, C_bar, C):
+    """The PyTorch errors of `self_attention_2d`'s typical slips, named."""
+    return [
+        VIEW,
+        transposed_batch(B, d_key),
+        (r"W should have shape \(C_out, \d+\) for x with \d+ channels, got shape \((\d+), (\d+)\)",
+         "a weight matrix was transposed: conv1x1(x, W) takes W as it is given, (C_out, C): W_f, W_g and W_h "
+         f"are (C̄, C) = ({d_key}, {C}) and ({C_bar}, {C}) here, W_v is (C, C̄); no .T."),
+        (r"batch2 tensor to be: \[\d+, \d+\] but got|cannot be multiplied",
+         "a matrix product has shapes that do not fit: the scores are q @ k.transpose(1, 2), with q and k of "
+         "shape (B, N, C̄) (pixels first), and the read-out is weights @ v."),
+    ]
+
+
+# --- exercise 3: the ViT's patches ---------------------------------------------------------------
+def patches_in_order(images, P, patch_order="rows", pixel_order="rows", channels="last"):
+    """Patches (B, N, P·P·C) read in a given order: the reference, or one of the named mistakes."""
+    B, C, H, W = images.shape
+    x = images.reshape(B, C, H // P, P, W // P, P)                     # (B, ch, r, i, c, j)
+    grid = (2, 4) if patch_order == "rows" else (4, 2)                 # (r, c) or (c, r)
+    pixel = (3, 5) if pixel_order == "rows" else (5, 3)                # (i, j) or (j, i)
+    order = (0, *grid, *pixel, 1) if channels == "last" else (0, *grid, 1, *pixel)
+    return x.permute(*order).reshape(B, (H // P) * (W // P), P * P * C)
+
+
+def patch_mistakes(images, P):
+    """{symptom: patches} of the typical mistakes of `patchify`."""
+    B, C, H, W = images.shape
+    N, D = (H // P) * (W // P), P * P * C
+    strided = images.reshape(B, C, P, H // P, P, W // P).permute(0, 3, 5, 2, 4, 1).reshape(B, N, D)
+    mistakes = {
+        "the patches are read in column order: patch n should be the one in patch-row n // (W/P), patch-column "
+        "n % (W/P) (row-major: left to right, then the next row of patches).": patches_in_order(images, P, "columns"),
+        "each patch is flattened in (C, P, P) order, channel by channel (the order of F.unfold and of "
+        "nn.Conv2d's weights); the convention here is (P, P, C): pixel by pixel, the C channels of one pixel "
+        "side by side.": patches_in_order(images, P, channels="first"),
+        "the pixels inside a patch are read column by column: flatten each patch row by row, (i, j, channel) "
+        "with i the row inside the patch.": patches_in_order(images, P, pixel_order="columns"),
+        "the pixels inside a patch are read column by column and channel by channel: flatten each patch as "
+        "(P, P, C), row by row, the channels last.": patches_in_order(images, P, "rows", "columns", "first"),
+        f"each \"patch\" gathers pixels {H // P} rows and {W // P} columns apart, not a P×P square: a side of "
+        "length H splits as (H/P, P), which patch first and where inside it second; (P, H/P) interleaves the "
+        "patches.": strided,
+        "a reshape mixes rows of different patches: (B, H, W, C) taken straight to (B, N, P·P·C) reads runs of "
+        "consecutive pixels along the image's rows, not P×P squares. Split H and W into (which patch, where "
+        "inside it) and bring the two patch axes together before flattening.":
+            images.permute(0, 2, 3, 1).reshape(B, N, D),
+        "a reshape mixes rows of different patches: (B, C, H, W) taken straight to (B, N, P·P·C) reads runs of "
+        "consecutive values along one channel's rows, not P×P squares. Split H and W into (which patch, where "
+        "inside it) and bring the two patch axes together before flattening.": images.reshape(B, N, D),
+        "a reshape mixes different patches: the grid (B, C, H/P, W/P, P, P) was flattened with the channel "
+        "axis still in front, so each row holds pieces of several patches of one channel. The channel axis "
+        "goes last, after the pixel axes, before flattening.":
+            images.reshape(B, C, H // P, P, W // P, P).permute(0, 1, 2, 4, 3, 5).reshape(B, N, D),
+    }
+    if H != W:
+        mistakes["H and W are swapped: images are (B, C, H, W), rows first; split H (the rows) into (H/P, P) and "
+                 "W (the columns) into (W/P, P)."] = (
+            images.reshape(B, C, W // P, P, H // P, P).permute(0, 2, 4, 3, 5, 1).reshape(B, N, D))
+    return mistakes
+
+
+def patch_shape_symptom(out, B, N, D, H, W, P):
+    """A symptom for patches of a known wrong shape, else None."""
+    shape = tuple(out.shape)
+    if shape == (B, D, N) and N != D:
+        return (f"the patches have shape {shape}, expected (B, N, P·P·C) = {(B, N, D)}: one row per patch, with "
+                "its P·P·C values along the last axis (the last two axes are swapped).")
+    if shape[:1] == (B,) and len(shape) > 3 and math.prod(shape[1:]) == N * D:
+        if shape[1:3] == (H // P, W // P) and math.prod(shape[3:]) == D:
+            return (f"the patches have shape {shape}: the grid of patches is not merged into one axis; the result "
+                    f"is (B, N, P·P·C) = {(B, N, D)}, patch n = r·(W/P) + c.")
+        return (f"the patches have shape {shape}: each patch should be flattened into one vector of P·P·C = {D} "
+                f"values, (B, N, P·P·C) = {(B, N, D)}.")
+    if shape == (N, D) and B > 1:
+        return (f"the patches have shape {shape}: the batch axis is missing; patchify gets B = {B} images and "
+                f"returns (B, N, P·P·C) = {(B, N, D)}.")
+    return None
+
+
+# --- exercise 5: SNAIL's causal attention block --------------------------------------------------
+def causal_weight_mistakes(x, W_q, W_k, W_v):
+    """{symptom: weights (B, T, T)} of the typical mistakes of `causal_attention_block`."""
+    T, d_in, d_key, d_value = x.shape[1], x.shape[2], W_q.shape[1], W_v.shape[1]
+    raw = (x @ W_q) @ (x @ W_k).transpose(1, 2)                  # (B, T, T), not yet scaled
+    scores = raw / math.sqrt(d_key)
+    mask = causal_mask(T)
+    ones = torch.ones(T, T, dtype=torch.bool)
+    inf = float("-inf")
+    mistakes = {
+        "the weights are transposed: row t of weights is query t's distribution over the keys s <= t "
+        "(weights[b, t, s]); you return its transpose.": masked_softmax(scores, mask).transpose(1, 2),
+        "the mask is inverted: causal_mask(T) is True where query t MAY attend to key s (s <= t); fill the "
+        "scores where it is False (~mask) with -inf, not where it is True (the last position then has no key "
+        "at all).": torch.softmax(scores.masked_fill(mask, inf), -1),
+        "the mask is inverted: causal_mask(T) is True where query t MAY attend to key s (s <= t); keep those "
+        "positions and mask the others.": masked_softmax(scores, ~mask),
+        "the causal mask is flipped: position t attends to the future (s > t). Keep s <= t, i.e. "
+        "True on and below the diagonal.": masked_softmax(scores, ~torch.triu(ones, 1).T),
+        "no causal mask: position t attends to every position, the future included.": torch.softmax(scores, -1),
+        "the mask is off by one: position t also attends to t + 1. Keep s <= t (torch.tril(..., diagonal=0)).":
+            masked_softmax(scores, torch.tril(ones, 1)),
+        "the mask leaves out the diagonal: position t may attend to s <= t, itself included (row 0 then has "
+        "no key at all and gives NaN).": torch.softmax(scores.masked_fill(~torch.tril(ones, -1), inf), -1),
+        "the mask leaves out the diagonal: position t may attend to s <= t, itself included (row 0 then has "
+        "no key at all).": masked_softmax(scores, torch.tril(ones, -1)),
+        "masked scores were set to 0 instead of -inf: exp(0) = 1 still gives the future some weight.":
+            torch.softmax(scores.masked_fill(~mask, 0.0), -1),
+        "the mask is applied after the softmax: the rows no longer sum to 1. Set the masked scores to -inf "
+        "before the softmax.": torch.softmax(scores, -1) * mask,
+        "the softmax is over the queries (dim 1), not the keys: use dim=-1.": masked_softmax(scores, mask, dim=1),
+        SOFTMAX_DIM_0: torch.softmax(scores.masked_fill(~mask, inf), 0),
+        "the weights are divided by their largest value, not by their sum: softmax(s)_s = "
+        "exp(s_s) / Σ_s' exp(s_s').": divided_by_max(scores, mask),
+        "the scores are not divided by √d_key: scale q·k by 1/math.sqrt(d_key) before the softmax.":
+            masked_softmax(raw, mask),
+    }
+    mistakes.update(_wrong_scales(raw, d_key, {"d_value": (d_value, "the size of a value"),
+                                               "T": (T, "the number of steps"), "d_in": (d_in, "the size of an "
+                                                                                          "input")}, mask))
+    return mistakes
+
+
+def causal_block_errors(B, T, d_in, d_key, d_value):
+    """The PyTorch errors of `causal_attention_block`'s typical slips, named."""
+    def matmul(match):
+        rows, cols = int(match.group(3)), int(match.group(4))           # the second factor's shape
+        if (rows, cols) in ((d_key, d_in), (d_value, d_in)):
+            return (f"a weight matrix was transposed: W_q and W_k are (d_in, d_key) = ({d_in}, {d_key}) and W_v "
+                    f"is (d_in, d_value) = ({d_in}, {d_value}), so q = x @ W_q, k = x @ W_k, v = x @ W_v (no .T).")
+        return ("a matrix product has shapes that do not fit: q = x @ W_q, k = x @ W_k, v = x @ W_v with x (B, T, "
+                "d_in); the scores are q @ k.transpose(1, 2), (B, T, T); the read-out is weights @ v.")
+
+    def mask_size(match):
+        sizes = {int(match.group(1)), int(match.group(2))}
+        if T in sizes and len(sizes) == 2:
+            return (f"the mask has the wrong size: it must be (T, T) = ({T}, {T}), T = x.shape[1] the number of "
+                    "steps (not the size of a vector).")
+        return None
+    return [
+        transposed_batch(B, d_key),
+        concatenated(2, "x and the read-out"),
+        (r"cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)", matmul),
+        (r"batch2 tensor to be", "the scores are q @ k.transpose(1, 2): transpose the last two axes of k, not "
+                                 "the batch."),
+        (r"operator\.invert\) is only implemented on integer and Boolean|masked_fill_? only supports boolean",
+         "the mask must be boolean (True = may attend): causal_mask(T), or torch.tril(torch.ones(T, T, "
+         "dtype=torch.bool)); a mask of 0.0/1.0 cannot be inverted with ~ nor used by masked_fill."),
+        (r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", mask_size),
+    ]
+
