@@ -6,7 +6,7 @@
 
 Generates greedily (temperature 0) from a one-token prompt (<bos>) with `course_utils.decoding.generate`,
 for each length, once with the cache (`use_cache=True`: the prompt's keys and values kept, one position per
-step, through `MultiHeadAttention.extend_cache`) and once without it (the model runs again on the whole
+step, through `CausalSelfAttention.extend_cache`) and once without it (the model runs again on the whole
 prefix at every step), interleaved, the order rotating, for `--repeats` rounds. Prints the medians in tokens
 per second (wall clock and CPU time of this process), the speed-up, whether both give the same tokens, the
 machine and its load. Random weights give the same amount of work per token as trained ones: generation

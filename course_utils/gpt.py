@@ -8,16 +8,19 @@
 
 From lesson 09's encoder-decoder only the decoder stays, without its cross-attention: each layer is
 masked (causal) self-attention and the feed-forward network, pre-norm, with one LayerNorm after the
-last layer and the output layer tied to the token embedding. The attention is the course's one
-`MultiHeadAttention` (with lesson 12's options `num_kv_heads` and `rope`), the feed-forward network
-`transformer.PositionwiseFeedForward`, the mask `masks.causal_mask`.
+last layer and the output layer tied to the token embedding. The attention is lesson 08's multi-head
+attention as self-attention, `gpt_attention.CausalSelfAttention` (with lesson 12's options `num_kv_heads`
+and `rope`), the feed-forward network lesson 09's `transformer.PositionwiseFeedForward` (ReLU, as in the
+original Transformer; GPT-2 uses GELU, Llama SwiGLU), the mask `masks.causal_mask`. The token embedding is
+multiplied by √d_model, as in lesson 09 (GPT-2 does not scale it, and initialises it with a smaller spread).
+Lesson 12's exercises build `GPTBlock` and `GPT` and compare them with these.
 
 positions: "learned" (a trained table, GPT-2), "sinusoidal" (lesson 08's), or "rope" (rotary positions
 inside every attention, Llama): the first two add a vector to the token embedding, RoPE adds nothing and
 rotates the queries and keys instead. The model's context is `max_len` positions; a longer input is an error.
 
-Generation goes through the decoding protocol of `course_utils.decoding` with a key/value cache, the
-cache code of lesson 10 (`MultiHeadAttention.extend_cache`): `start_decoding(prefix)` feeds the prefix,
+Generation goes through the decoding protocol of `course_utils.decoding` with a key/value cache, as lesson
+10's translator (`CausalSelfAttention.extend_cache`): `start_decoding(prefix)` feeds the prefix,
 `decode_step(y_prev, state)` feeds one token and returns the next token's logits.
 """
 import math
@@ -26,8 +29,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .attention import LearnedPositionalEncoding, MultiHeadAttention, PositionalEncoding, store_attention_weights
+from .attention import store_attention_weights
+from .gpt_attention import CausalSelfAttention
 from .masks import causal_mask
+from .positions import LearnedPositionalEncoding, PositionalEncoding
 from .transformer import PositionwiseFeedForward
 
 __all__ = ["GPT", "GPTBlock", "GPTState", "next_token_loss", "POSITIONS", "kv_cache_bytes"]
@@ -54,7 +59,7 @@ class GPTBlock(nn.Module):
     def __init__(self, d_model, num_heads, d_ff, dropout=0.0, num_kv_heads=None, rope=False):
         super().__init__()
         self.norm1 = nn.LayerNorm(d_model)
-        self.attn = MultiHeadAttention(d_model, num_heads, dropout, num_kv_heads=num_kv_heads, rope=rope)
+        self.attn = CausalSelfAttention(d_model, num_heads, dropout, num_kv_heads=num_kv_heads, rope=rope)
         self.norm2 = nn.LayerNorm(d_model)
         self.ff = PositionwiseFeedForward(d_model, d_ff, dropout)
         self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
@@ -62,7 +67,7 @@ class GPTBlock(nn.Module):
     def forward(self, x, mask):
         """x (B, T, d_model), mask broadcastable to (B, h, T, T) (the causal mask) -> (B, T, d_model)."""
         y = self.norm1(x)
-        x = x + self.dropout1(self.attn(y, y, y, mask))
+        x = x + self.dropout1(self.attn(y, mask))
         return x + self.dropout2(self.ff(self.norm2(x)))
 
     def step(self, x, kv=None):

@@ -1,5 +1,9 @@
 """Pictures the lessons share: attention heatmaps (one map or a grid of heads), learning curves, and the
-learning curves of a lesson-10 training run."""
+learning curves of a lesson-10 training run.
+
+A trailing mean (training.smooth, or a run's "mean of the last 50 steps") belongs at the centre of the steps it
+averages: `window_centres(steps, window)` gives those x positions (drawn at its last step, a smoothed curve
+lags by half its window)."""
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -106,3 +110,15 @@ def plot_learning_curves(curves, xlabel="step", ylabel="loss", title=None, logy=
         ax.legend()
     ax.grid(alpha=0.3)
     return ax
+
+
+def window_centres(steps, window):
+    """Where to draw trailing means: the mean of the `window` values up to step s (fewer at the start: the
+    min(window, s) steps 1..s, as training.smooth) is drawn at the centre of the steps it averages,
+    s - (min(window, s) - 1) / 2. steps: 1-based step numbers (a list or an array); returns a float array.
+
+    >>> window_centres([1, 2, 50, 200], 50).tolist()
+    [1.0, 1.5, 25.5, 175.5]
+    """
+    steps = np.asarray(list(steps), dtype=float)
+    return steps - (np.minimum(window, steps) - 1) / 2

@@ -16,7 +16,7 @@ explicit formula where that is faster on a CPU). For plots:
     maps["decoder_cross"]  # (num_layers, B, num_heads, T, S)
 
 Decoding one token at a time (the protocol of course_utils.decoding) keeps every decoder layer's keys
-and values (a key/value cache, `DecodingState`), so that step t runs the layers on ONE position:
+and values (a key/value cache, `course_utils.kv_cache`), so that step t runs the layers on ONE position:
 
     state = model.start_decoding(src)                  # encoder once; cross-attention K, V once
     logits, state = model.decode_step(y_prev, state)   # y_prev (N,) -> (N, V)
@@ -29,6 +29,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .attention import MultiHeadAttention, PositionalEncoding, store_attention_weights
+from .kv_cache import DecodingState, attend_cached, extend_cache, project_kv
 from .masks import causal_mask, padding_mask
 
 __all__ = ["PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder",
@@ -109,13 +110,13 @@ class DecoderLayer(nn.Module):
         (N, h, S, d_head); memory_mask: broadcastable to (N, h, 1, S). Returns (x, self_kv with t+1).
         """
         if self.norm_first:
-            out, self_kv = self.self_attn.extend_cache(self.norm1(x), self_kv, self_mask)
+            out, self_kv = extend_cache(self.self_attn, self.norm1(x), self_kv, self_mask)
             x = x + self.dropout1(out)
-            x = x + self.dropout2(self.cross_attn.attend_cached(self.norm2(x), *cross_kv, memory_mask))
+            x = x + self.dropout2(attend_cached(self.cross_attn, self.norm2(x), *cross_kv, memory_mask))
             return x + self.dropout3(self.ff(self.norm3(x))), self_kv
-        out, self_kv = self.self_attn.extend_cache(x, self_kv, self_mask)
+        out, self_kv = extend_cache(self.self_attn, x, self_kv, self_mask)
         x = self.norm1(x + self.dropout1(out))
-        x = self.norm2(x + self.dropout2(self.cross_attn.attend_cached(x, *cross_kv, memory_mask)))
+        x = self.norm2(x + self.dropout2(attend_cached(self.cross_attn, x, *cross_kv, memory_mask)))
         return self.norm3(x + self.dropout3(self.ff(x))), self_kv
 
 
@@ -183,7 +184,8 @@ class Transformer(nn.Module):
         for name, p in self.named_parameters():
             if p.dim() > 1 and "embed" not in name:
                 nn.init.xavier_uniform_(p)
-        for embed in {self.src_embed, self.tgt_embed}:  # N(0, 1/d_model): × √d_model gives unit scale
+        # N(0, 1/d_model): × √d_model gives unit scale; a list, not a set: the same order in every process
+        for embed in dict.fromkeys([self.src_embed, self.tgt_embed]):
             nn.init.normal_(embed.weight, std=self.d_model ** -0.5)
             with torch.no_grad():
                 embed.weight[self.pad_id].zero_()
@@ -226,7 +228,7 @@ class Transformer(nn.Module):
         pad_id = self.pad_id if pad_id is None else pad_id
         src_mask = padding_mask(src, pad_id)                                   # (B, 1, 1, S)
         memory = self.encode(src, src_mask)                                    # (B, S, d_model)
-        cross_kv = [layer.cross_attn.project_kv(memory) for layer in self.decoder.layers]
+        cross_kv = [project_kv(layer.cross_attn, memory) for layer in self.decoder.layers]
         return DecodingState(cross_kv, src_mask, pad_id)
 
     def decode_step(self, y_prev, state):
@@ -267,66 +269,6 @@ class Transformer(nn.Module):
         return {"encoder_self": stack([layer.self_attn for layer in self.encoder.layers], "encoder self-attention"),
                 "decoder_self": stack([layer.self_attn for layer in self.decoder.layers], "decoder self-attention"),
                 "decoder_cross": stack([layer.cross_attn for layer in self.decoder.layers], "cross-attention")}
-
-
-class DecodingState:
-    """What the Transformer keeps between decoding steps: its key/value cache.
-
-    For decoder layer l (h heads of d_head = d_model / h features, N rows = sentences or beams):
-        self_kv[l]  = (K, V) of the t tokens fed so far, each (N, h, t, d_head); one position more per step
-        cross_kv[l] = (K, V) of the encoder memory, each (N, h, S, d_head); computed ONCE per sentence
-    plus memory_mask (N, 1, 1, S) (source padding) and `keep` (N, t) (False where <pad> was fed: a
-    finished beam; None while every fed token is real).
-
-    Memory: 2 * num_layers * d_model * (t + S) numbers per row: with the cpu preset (3 decoder layers,
-    d_model 256) 1,536 numbers per source or output token, 6 KB in float32 and 3 KB under bf16
-    autocast (the projections run in bf16); a 20-token sentence decoded to 20 tokens needs 240 KB
-    (120 KB in bf16), times the beam size in beam search. Without the cache nothing is kept, but every
-    step projects and attends over the whole prefix again.
-
-    Reordering (`reorder`) index_selects every tensor on the batch axis. The cross-attention K, V
-    depend only on the source sentence: when the rows still come from the same sentences (beam search
-    keeps beams within their sentence), they are left as they are.
-    """
-
-    def __init__(self, cross_kv, memory_mask, pad_id):
-        self.cross_kv, self.memory_mask, self.pad_id = cross_kv, memory_mask, pad_id
-        self.self_kv = [None] * len(cross_kv)
-        self.source = torch.arange(memory_mask.size(0), device=memory_mask.device)  # (N,) sentence of each row
-        self.keep = None
-        self.length = 0                                       # t: tokens fed so far
-        self.attn_weights = None                              # (N, S) with model.store_attention(True)
-
-    def feed(self, y_prev):
-        """Record the fed tokens y_prev (N,); returns the self-attention mask over the t+1 keys
-        (N, 1, 1, t+1), or None when no <pad> was ever fed."""
-        real = y_prev != self.pad_id                                   # (N,)
-        if self.keep is not None or not bool(real.all()):
-            if self.keep is None:
-                self.keep = real.new_ones((real.size(0), self.length))
-            self.keep = torch.cat([self.keep, real[:, None]], dim=1)   # (N, t+1)
-        self.length += 1
-        return None if self.keep is None else self.keep[:, None, None, :]
-
-    def reorder(self, rows):
-        """Row i becomes former row rows[i], in every tensor (rows (N',) long)."""
-        source = self.source.index_select(0, rows)
-        if not torch.equal(source, self.source):              # rows now come from other sentences
-            self.cross_kv = [(k.index_select(0, rows), v.index_select(0, rows)) for k, v in self.cross_kv]
-            self.memory_mask = self.memory_mask.index_select(0, rows)
-        self.source = source
-        self.self_kv = [None if kv is None else (kv[0].index_select(0, rows), kv[1].index_select(0, rows))
-                        for kv in self.self_kv]
-        if self.keep is not None:
-            self.keep = self.keep.index_select(0, rows)
-        if self.attn_weights is not None:
-            self.attn_weights = self.attn_weights.index_select(0, rows)
-        return self
-
-    def memory_bytes(self):
-        """Bytes held by the cache (self- and cross-attention keys and values)."""
-        return sum(t.numel() * t.element_size() for kv in self.self_kv + self.cross_kv if kv is not None
-                   for t in kv)
 
 
 def shift_tokens(tgt):

@@ -1,28 +1,29 @@
 """Lesson 12: every check passes the reference, says "not implemented yet" for a stub, and names each
-typical mistake, written here as a learner would write it."""
+typical mistake, written here as a learner would write it (every test under eight seed offsets)."""
 import math
 
 import pytest
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils.attention import apply_rope, grouped_query_attention, scaled_dot_product_attention
+from course_utils.attention import MultiHeadAttention, scaled_dot_product_attention
 from course_utils.checks import lesson12 as check
 from course_utils.decoding import sampling_distribution
-from course_utils.gpt import next_token_loss
+from course_utils.gpt import GPTBlock, next_token_loss
+from course_utils.gpt_attention import grouped_query_attention
 from course_utils.masks import causal_mask
-from tests.checking import not_implemented, prints_not_implemented
+from course_utils.positions import LearnedPositionalEncoding, apply_rope
+from course_utils.transformer import PositionwiseFeedForward
+from tests.checking import named, not_implemented, prints_not_implemented
 
 pytestmark = pytest.mark.usefixtures("any_seed_offset")   # every test under every seed offset
 
 
-def wrong(check_fn, fn, symptom):
-    outcome = check_fn.evaluate(fn)
-    assert outcome.status == "wrong" and symptom in outcome.message, outcome.message
-
-
 @pytest.mark.parametrize("check_fn, reference", [
     (check.next_token_loss, next_token_loss),
+    (check.gpt_block, GPTBlock),
+    (check.gpt, check.ReferenceGPT),
     (check.sampling_distribution, sampling_distribution),
     (check.cached_attention_step, check.reference_cached_attention_step),
     (check.apply_rope, apply_rope),
@@ -36,81 +37,308 @@ def test_reference_passes_and_stub_is_not_implemented(check_fn, reference, capsy
 
 
 # ---- exercise 1: the loss -----------------------------------------------------------------------
-def _ce(logits, targets, pad_id, **kwargs):
+def _ce(logits, targets, **kwargs):
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), **kwargs)
 
 
+def _per_row(lg, tok, pad):
+    per = _ce(lg[:, :-1], tok[:, 1:], ignore_index=pad, reduction="none").view(tok.size(0), -1)
+    real = tok[:, 1:] != pad
+    return ((per * real).sum(1) / real.sum(1)).mean()
+
+
+def _input_mask(lg, tok, pad):
+    keep = tok[:, :-1] != pad                                  # the inputs' padding, not the targets'
+    return F.cross_entropy(lg[:, :-1][keep], tok[:, 1:][keep])
+
+
 LOSS_MISTAKES = {
-    "not shifted": (lambda lg, tok, pad: _ce(lg, tok, pad, ignore_index=pad), "targets are not shifted"),
-    "wrong way": (lambda lg, tok, pad: _ce(lg[:, 1:], tok[:, :-1], pad, ignore_index=pad), "shifted the wrong way"),
-    "padding": (lambda lg, tok, pad: _ce(lg[:, :-1], tok[:, 1:], pad), "padding is counted"),
-    "sum": (lambda lg, tok, pad: _ce(lg[:, :-1], tok[:, 1:], pad, ignore_index=pad, reduction="sum"),
-            "the loss is a sum"),
-    "all positions": (lambda lg, tok, pad: _ce(lg[:, :-1], tok[:, 1:], pad, ignore_index=pad, reduction="sum")
+    "not shifted": (lambda lg, tok, pad: _ce(lg, tok, ignore_index=pad), "targets are not shifted"),
+    "wrong way": (lambda lg, tok, pad: _ce(lg[:, 1:], tok[:, :-1], ignore_index=pad), "shifted the wrong way"),
+    "by two": (lambda lg, tok, pad: _ce(lg[:, :-2], tok[:, 2:], ignore_index=pad), "shifted by two"),
+    "roll": (lambda lg, tok, pad: _ce(lg, tok.roll(-1, 1), ignore_index=pad), "torch.roll wraps around"),
+    "padding": (lambda lg, tok, pad: _ce(lg[:, :-1], tok[:, 1:]), "padding is counted"),
+    "pad 0": (lambda lg, tok, pad: _ce(lg[:, :-1], tok[:, 1:], ignore_index=0), "padding id is taken as 0"),
+    "input mask": (_input_mask, "padding mask is taken from the INPUTS"),
+    "sum": (lambda lg, tok, pad: _ce(lg[:, :-1], tok[:, 1:], ignore_index=pad, reduction="sum"), "the loss is a sum"),
+    "all positions": (lambda lg, tok, pad: _ce(lg[:, :-1], tok[:, 1:], ignore_index=pad, reduction="sum")
                       / tok[:, 1:].numel(), "divided by ALL"),
+    "per row": (_per_row, "averaged per row"),
     "axis": (lambda lg, tok, pad: -(torch.log_softmax(lg[:, :-1], 1).gather(-1, tok[:, 1:, None])[..., 0])
              [tok[:, 1:] != pad].mean(), "wrong axis"),
-    "per token": (lambda lg, tok, pad: _ce(lg[:, :-1], tok[:, 1:], pad, ignore_index=pad, reduction="none"),
+    "softmax first": (lambda lg, tok, pad: _ce(lg[:, :-1].softmax(-1), tok[:, 1:], ignore_index=pad),
+                      "went through a softmax"),
+    "same positions": (lambda lg, tok, pad: _ce(lg[:, 1:], tok[:, 1:], ignore_index=pad), "at the same positions"),
+    "nll on logits": (lambda lg, tok, pad: F.nll_loss(lg[:, :-1].reshape(-1, lg.size(-1)), tok[:, 1:].reshape(-1),
+                                                      ignore_index=pad), "nll_loss takes LOG-probabilities"),
+    "label smoothing": (lambda lg, tok, pad: _ce(lg[:, :-1], tok[:, 1:], ignore_index=pad, label_smoothing=0.1),
+                        "label-smoothed"),
+    "per token": (lambda lg, tok, pad: _ce(lg[:, :-1], tok[:, 1:], ignore_index=pad, reduction="none"),
                   "ONE number"),
+    "view": (lambda lg, tok, pad: F.cross_entropy(lg[:, :-1].view(-1, lg.size(-1)), tok[:, 1:].reshape(-1),
+                                                  ignore_index=pad), r"\.view cannot flatten"),
+    "no flatten": (lambda lg, tok, pad: F.cross_entropy(lg[:, :-1], tok[:, 1:], ignore_index=pad),
+                   "classes on axis 1"),
 }
 
 
 @pytest.mark.parametrize("name", LOSS_MISTAKES)
 def test_loss_mistakes(name):
     fn, symptom = LOSS_MISTAKES[name]
-    wrong(check.next_token_loss, fn, symptom)
+    named(check.next_token_loss, fn, symptom)
 
 
-# ---- exercise 2: sampling -----------------------------------------------------------------------
+# ---- exercise 2: the decoder block --------------------------------------------------------------
+class Block(nn.Module):
+    """A learner's MyGPTBlock: the exercise's __init__, a forward with one mistake."""
+    kind = "ok"
+
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(d_model)
+        self.attn = MultiHeadAttention(d_model, num_heads, dropout)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.ff = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
+
+    def forward(self, x, mask):
+        kind, attn = self.kind, (lambda y: self.attn(y, y, y, None if self.kind == "no_mask" else mask))
+        if kind == "post_norm":
+            x = self.norm1(x + self.dropout1(attn(x)))
+            return self.norm2(x + self.dropout2(self.ff(x)))
+        if kind == "no_residual_attn":
+            x = self.dropout1(attn(self.norm1(x)))
+            return x + self.dropout2(self.ff(self.norm2(x)))
+        if kind == "no_residual_ff":
+            x = x + self.dropout1(attn(self.norm1(x)))
+            return self.dropout2(self.ff(self.norm2(x)))
+        if kind == "one_norm":
+            x = x + self.dropout1(attn(self.norm1(x)))
+            return x + self.dropout2(self.ff(self.norm1(x)))
+        if kind == "norm_residual":
+            x = self.norm1(x)
+            x = x + self.dropout1(attn(x))
+            x = self.norm2(x)
+            return x + self.dropout2(self.ff(x))
+        if kind == "stale":
+            y = self.norm1(x)
+            x = x + self.dropout1(attn(y))
+            return x + self.dropout2(self.ff(y))
+        if kind == "norm_after":
+            x = x + self.dropout1(self.norm1(attn(x)))
+            return x + self.dropout2(self.norm2(self.ff(x)))
+        if kind == "order":
+            x = x + self.dropout2(self.ff(self.norm2(x)))
+            return x + self.dropout1(attn(self.norm1(x)))
+        if kind == "no_dropout":
+            x = x + attn(self.norm1(x))
+            return x + self.ff(self.norm2(x))
+        if kind == "dropout_sum":
+            x = self.dropout1(x + attn(self.norm1(x)))
+            return self.dropout2(x + self.ff(self.norm2(x)))
+        if kind == "kv_raw":
+            x = x + self.dropout1(self.attn(self.norm1(x), x, x, mask))
+            return x + self.dropout2(self.ff(self.norm2(x)))
+        if kind == "ff_no_norm":
+            x = x + self.dropout1(attn(self.norm1(x)))
+            return x + self.dropout2(self.ff(x))
+        if kind == "attn_no_norm":
+            x = x + self.dropout1(attn(x))
+            return x + self.dropout2(self.ff(self.norm2(x)))
+        if kind == "sees_next":                       # its own mask, one diagonal too many
+            T = x.size(1)
+            allowed = torch.ones(T, T, dtype=torch.bool).tril(1)
+            x = x + self.dropout1(self.attn(self.norm1(x), self.norm1(x), self.norm1(x), allowed))
+            return x + self.dropout2(self.ff(self.norm2(x)))
+        y = self.norm1(x)
+        x = x + self.dropout1(attn(y))
+        return x + self.dropout2(self.ff(self.norm2(x)))
+
+
+def block(kind):
+    return type(f"Block_{kind}", (Block,), {"kind": kind})
+
+
+def test_a_learner_style_block_passes():
+    assert check.gpt_block.evaluate(block("ok")).passed
+
+
+@pytest.mark.parametrize("kind, symptom", [
+    ("post_norm", "post-norm"),
+    ("no_residual_attn", "residual connection around the attention is missing"),
+    ("no_residual_ff", "residual connection around the feed-forward network is missing"),
+    ("no_mask", "mask is not passed"),
+    ("one_norm", "one LayerNorm serves both"),
+    ("norm_residual", "residual starts from the normalised x"),
+    ("stale", "reads LayerNorm of the block's INPUT"),
+    ("norm_after", "applied to the sub-layer's OUTPUT"),
+    ("order", "feed-forward network comes before the attention"),
+    ("no_dropout", "dropout1 and dropout2 are not applied"),
+    ("dropout_sum", "dropout is applied to the sum"),
+    ("sees_next", "position t see position t\\+1"),
+    ("kv_raw", "keys and values come from x"),
+    ("ff_no_norm", "feed-forward network reads x without its LayerNorm"),
+    ("attn_no_norm", "attention reads x without its LayerNorm"),
+])
+def test_block_mistakes(kind, symptom):
+    named(check.gpt_block, block(kind), symptom)
+
+
+def test_block_with_other_names_is_told_to_keep_init():
+    class Renamed(Block):
+        def __init__(self, d_model, num_heads, d_ff, dropout=0.0):
+            super().__init__(d_model, num_heads, d_ff, dropout)
+            self.ln_1 = self.norm1
+            del self.norm1
+    named(check.gpt_block, Renamed, "keep __init__ as given")
+
+
+# ---- exercise 3: the GPT ------------------------------------------------------------------------
+class Model(nn.Module):
+    """A learner's MyGPT: the exercise's __init__ (the course's GPTBlock), a forward with one mistake."""
+    kind = "ok"
+
+    def __init__(self, vocab_size, d_model, num_heads, num_layers, d_ff, max_len, dropout=0.0):
+        super().__init__()
+        self.d_model, self.max_len = d_model, max_len
+        self.embed = nn.Embedding(vocab_size, d_model)
+        self.pos = LearnedPositionalEncoding(d_model, max_len, dropout)
+        self.layers = nn.ModuleList(GPTBlock(d_model, num_heads, d_ff, dropout) for _ in range(num_layers))
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab_size, bias=False)
+        if self.kind == "copied":
+            self.head.weight.data = self.embed.weight.data.clone()
+        elif self.kind != "untied":
+            self.head.weight = self.embed.weight
+
+    def forward(self, tokens):
+        kind, T, d = self.kind, tokens.size(1), self.d_model
+        scale = {"no_scale": 1.0, "scale_d": d, "divided": 1 / math.sqrt(d)}.get(kind, math.sqrt(d))
+        x = self.embed(tokens) * scale
+        if kind == "pos_scaled":
+            x = self.pos(self.embed(tokens)) * math.sqrt(d)
+        elif kind == "pos_twice":
+            x = self.pos(self.pos(x))
+        elif kind != "no_pos":
+            x = self.pos(x)
+        mask = {"no_mask": None, "inverted": ~causal_mask(T), "max_len": causal_mask(self.max_len),
+                "sees_next": torch.tril(torch.ones(T, T), diagonal=1).bool(),
+                "float_mask": torch.tril(torch.ones(T, T))}.get(kind, causal_mask(T))
+        if kind == "norm_before":
+            x = self.norm(x)
+        layers = list(self.layers)[::-1] if kind == "reversed" else self.layers
+        for layer in layers:
+            x = (self.layers[0] if kind == "first_block_only" else layer)(x, mask)
+            if kind == "norm_every_block" and layer is not layers[-1]:
+                x = self.norm(x)
+        if kind not in ("no_final_norm", "norm_before"):
+            x = self.norm(x)
+        if kind == "embed_matrix":                        # tied through the embedding's matrix: fine
+            return F.linear(x, self.embed.weight)
+        logits = self.head(x)
+        return logits.softmax(-1) if kind == "softmax" else logits
+
+
+def model(kind):
+    return type(f"Model_{kind}", (Model,), {"kind": kind})
+
+
+@pytest.mark.parametrize("kind", ["ok", "embed_matrix"])
+def test_a_learner_style_gpt_passes(kind):
+    outcome = check.gpt.evaluate(model(kind))
+    assert outcome.passed, outcome.message
+
+
+@pytest.mark.parametrize("kind, symptom", [
+    ("no_scale", "embeddings are not scaled"),
+    ("scale_d", "multiplied by d_model"),
+    ("divided", "divided by √d_model"),
+    ("pos_scaled", "positions are scaled too"),
+    ("no_pos", "positions are not added"),
+    ("pos_twice", "positions are added twice"),
+    ("no_mask", "get no causal mask"),
+    ("sees_next", "position t see position t\\+1"),
+    ("inverted", "mask is inverted"),
+    ("max_len", "build it for the T"),
+    ("float_mask", "must be boolean"),
+    ("no_final_norm", "final LayerNorm is missing"),
+    ("norm_before", "final LayerNorm is applied before the blocks"),
+    ("first_block_only", "same block is applied"),
+    ("softmax", "return probabilities"),
+    ("reversed", "reverse order"),
+    ("norm_every_block", "after EVERY block"),
+    ("untied", "not tied to the embedding"),
+    ("copied", "not tied to the embedding"),
+])
+def test_gpt_mistakes(kind, symptom):
+    named(check.gpt, model(kind), symptom)
+
+
+# ---- exercise 4: sampling -----------------------------------------------------------------------
 def sampler(kind):
     """A learner's sampling_distribution with one mistake."""
     def fn(logits, temperature, top_k, top_p):
         if temperature == 0:
             return F.one_hot(logits.argmax(-1), logits.size(-1)).float()
         z = logits * temperature if kind == "temperature_times" else logits / temperature
-        if kind == "temperature_after":
+        if kind in ("temperature_after", "temperature_after_filters"):
             z = logits
         if top_k is not None:
-            values, _ = torch.topk(z, top_k, dim=-1, largest=kind != "k_smallest")
-            kth = values[..., -1:]
-            z = z.masked_fill(z > kth if kind == "k_smallest" else z < kth, float("-inf"))
+            values, indices = torch.topk(z, top_k, dim=-1, largest=kind != "k_smallest")
+            if kind == "k_ties_dropped":                     # keeps exactly the k indices topk returned
+                z = torch.full_like(z, float("-inf")).scatter(-1, indices, values)
+            else:
+                kth = values[..., :1] if kind == "kth_is_max" else values[..., -1:]
+                fill = 0.0 if kind == "fill_zero" else float("-inf")
+                z = z.masked_fill(z > kth if kind == "k_smallest" else z < kth, fill)
         probs = F.softmax(z, dim=-1)
         if kind == "temperature_after":
             probs = probs / temperature
         if kind == "no_renorm_topk" and top_k is not None:   # zeroes after a full softmax, never renormalises
             probs = F.softmax(logits / temperature, -1) * (probs > 0)
         if top_p is not None and top_p < 1:
-            sorted_probs, order = probs.sort(-1, descending=True)
+            sorted_probs, order = probs.sort(-1, descending=kind != "p_ascending")
             cum = sorted_probs.cumsum(-1)
             if kind == "drops_crossing":
                 remove = cum > top_p
-            elif kind == "hf_ties":                            # the common recipe: ties broken by the sort
+            elif kind in ("hf_ties", "p_ascending"):          # the common recipe: ties broken by the sort
                 remove = cum - sorted_probs >= top_p
             else:
                 remove = cum - sorted_probs >= top_p
                 last = sorted_probs.masked_fill(remove, 2.0).min(-1, keepdim=True).values
                 remove = sorted_probs < last
             probs = probs.scatter(-1, order, sorted_probs.masked_fill(remove, 0.0))
+        if kind == "temperature_after_filters":               # T applied to what the filters kept at T = 1
+            probs = F.softmax(logits / temperature, -1) * (probs > 0)
         if kind in ("no_renorm", "no_renorm_topk"):
             return probs
+        if kind == "softmax_renorm":
+            return probs.softmax(-1)
         return probs / probs.sum(-1, keepdim=True)
     return fn
 
 
 def test_a_learner_style_sampler_passes():
-    assert check.sampling_distribution.evaluate(sampler("ok")).passed
+    outcome = check.sampling_distribution.evaluate(sampler("ok"))
+    assert outcome.passed, outcome.message
 
 
 @pytest.mark.parametrize("kind, symptom", [
     ("temperature_after", "temperature has no effect"),
     ("temperature_times", "multiplied by the temperature"),
+    ("temperature_after_filters", "temperature is applied after the filters"),
     ("k_smallest", "SMALLEST"),
+    ("kth_is_max", "compares every logit with the LARGEST"),
+    ("fill_zero", "sets the removed logits to 0"),
+    ("k_ties_dropped", "tie at the k-th largest logit"),
     ("drops_crossing", "drops the token that crosses p"),
+    ("p_ascending", "keeps the LEAST probable"),
+    ("softmax_renorm", "renormalised with a softmax"),
     ("no_renorm", "not renormalised"),
     ("no_renorm_topk", "not renormalised"),
 ])
 def test_sampling_mistakes(kind, symptom):
-    wrong(check.sampling_distribution, sampler(kind), symptom)
+    named(check.sampling_distribution, sampler(kind), symptom)
 
 
 def test_sampling_ties_at_the_boundary_are_named():
@@ -121,7 +349,7 @@ def test_sampling_ties_at_the_boundary_are_named():
             probs[..., 2:4] = 0
             probs = probs / probs.sum(-1, keepdim=True)
         return probs
-    wrong(check.sampling_distribution, tie_breaking, "tie at the top-p boundary")
+    named(check.sampling_distribution, tie_breaking, "tie at the top-p boundary")
 
 
 def test_sampling_top_p_on_the_unfiltered_distribution_is_named():
@@ -132,7 +360,26 @@ def test_sampling_top_p_on_the_unfiltered_distribution_is_named():
         keep = sampling_distribution(logits, temperature, None, top_p) > 0
         probs = probs * keep
         return probs / probs.sum(-1, keepdim=True)
-    wrong(check.sampling_distribution, unfiltered, "before top-k")
+    named(check.sampling_distribution, unfiltered, "before top-k")
+
+
+def test_sampling_with_powers_of_probabilities_is_told_why_it_underflows():
+    def powers(logits, temperature, top_k, top_p):
+        if temperature == 0:
+            return F.one_hot(logits.argmax(-1), logits.size(-1)).float()
+        probs = logits.softmax(-1) ** (1 / temperature)              # right in exact arithmetic
+        return sampler("ok")(probs.log(), 1.0, top_k, top_p)
+    named(check.sampling_distribution, powers, "underflow")
+
+
+def test_sampling_top_p_before_top_k_is_named():
+    def top_p_first(logits, temperature, top_k, top_p):
+        probs = sampling_distribution(logits, temperature, None, top_p)
+        if top_k is not None:
+            kth = probs.topk(top_k, -1).values[..., -1:]
+            probs = probs * (probs >= kth)
+        return probs / probs.sum(-1, keepdim=True)
+    named(check.sampling_distribution, top_p_first, "before top-k")
 
 
 def test_sampling_without_greedy_case_is_named():
@@ -140,34 +387,51 @@ def test_sampling_without_greedy_case_is_named():
         if temperature == 0:
             return torch.full_like(logits, 1.0 / logits.size(-1))
         return sampling_distribution(logits, temperature, top_k, top_p)
-    wrong(check.sampling_distribution, no_greedy, "temperature=0 means greedy")
+    named(check.sampling_distribution, no_greedy, "temperature=0 means greedy")
 
 
-# ---- exercise 3: the cached step -----------------------------------------------------------------
+def test_the_reference_keeps_ties_at_the_kth_logit():
+    tied = torch.tensor([[3.0, 2.0, 1.0, 1.0, 1.0, 0.0, -1.0]])
+    assert (sampling_distribution(tied, top_k=3) > 0).sum() == 5
+    assert (sampling_distribution(tied, top_k=2) > 0).sum() == 2
+
+
+# ---- exercise 5: the cached step -----------------------------------------------------------------
 def cached_step(kind):
     def fn(q, k, v, cache_k, cache_v):
         t = cache_k.size(2)
         position = torch.tensor([{"pos0": 0, "pos+1": t + 1}.get(kind, t)])
-        if kind != "no_rope":
-            q, k_rot = apply_rope(q, position), apply_rope(k, position)
-        else:
-            k_rot = k
-        keys = torch.cat([cache_k, k_rot], dim=2)
+        if kind == "int_position":
+            position = torch.tensor(t)
+        q_rot = q if kind in ("no_rope", "k_only") else apply_rope(q, position)
+        k_rot = k if kind in ("no_rope", "q_only") else apply_rope(k, position)
+        axis = {"cat_last": -1, "cat_first": 0}.get(kind, 2)
+        keys = torch.cat([cache_k, k_rot], dim=axis)
         values = torch.cat([cache_v, v], dim=2)
+        if kind == "rotate_again":
+            keys = apply_rope(keys, torch.arange(t + 1))
+        if kind == "stale_values_attended":
+            values = cache_v
         mask = None
         if kind == "mask":                                   # the full causal mask, its first row used
             mask = causal_mask(t + 1)[:1]
         if kind == "mask_self":
             mask = torch.ones(1, t + 1, dtype=torch.bool)
             mask[0, t] = False
+        scale = {"scale_1/d": 1 / q.size(-1), "no_scale": 1.0}.get(kind, 1 / math.sqrt(q.size(-1)))
         if kind == "cache_only" and t > 0:
-            out = scaled_dot_product_attention(q, cache_k, cache_v)
+            out = scaled_dot_product_attention(q_rot, cache_k, cache_v)
         elif kind == "new_only":
-            out = scaled_dot_product_attention(q, k_rot, v)
+            out = scaled_dot_product_attention(q_rot, k_rot, v)
+        elif kind in ("scale_1/d", "no_scale", "softmax_queries", "stale_values_attended"):
+            scores = q_rot @ keys.transpose(-2, -1) * scale
+            out = scores.softmax(-2 if kind == "softmax_queries" else -1) @ values
         else:
-            out = scaled_dot_product_attention(q, keys, values, mask)
+            out = scaled_dot_product_attention(q_rot, keys, values, mask)
         if kind == "not_appended":
             return out, cache_k, cache_v
+        if kind == "stale_values":
+            return out, keys, cache_v
         if kind == "unrotated_cache":
             return out, torch.cat([cache_k, k], 2), values
         if kind == "front":
@@ -179,20 +443,31 @@ def cached_step(kind):
 
 
 @pytest.mark.parametrize("kind, symptom", [
-    ("not_appended", "still has 5 positions"),
+    ("not_appended", "key cache you return still has 5 positions"),
+    ("stale_values", "value cache you return still has 5 positions"),
+    ("stale_values_attended", "keys and the values have different lengths"),
     ("pos0", "positions restart at 0"),
     ("pos+1", "off by one"),
-    ("no_rope", "positions restart at 0 (or q and k are not rotated"),
+    ("int_position", "1-D tensor"),
+    ("no_rope", "positions restart at 0 \\(or q and k are not rotated"),
+    ("q_only", "only q is rotated"),
+    ("k_only", "only k is rotated"),
+    ("rotate_again", "cached keys are rotated again"),
     ("mask", "causal mask is still applied"),
-    ("mask_self", "not in the attention (not appended yet, or masked out)"),
+    ("mask_self", "not in the attention \\(not appended yet, or masked out\\)"),
     ("cache_only", "are not in the attention"),
     ("new_only", "cache is not used"),
+    ("scale_1/d", "divided by d"),
+    ("no_scale", "not scaled"),
+    ("softmax_queries", "softmax runs over the queries"),
     ("unrotated_cache", "appended to the cache is not rotated"),
     ("front", "in front of the cache"),
     ("swapped", "wrong order"),
+    ("cat_last", "wrong axis"),
+    ("cat_first", "wrong axis"),
 ])
 def test_cached_step_mistakes(kind, symptom):
-    wrong(check.cached_attention_step, cached_step(kind), symptom)
+    named(check.cached_attention_step, cached_step(kind), symptom)
 
 
 def test_cached_step_that_passes_single_steps_but_breaks_the_chain_is_caught():
@@ -208,22 +483,27 @@ def test_cached_step_that_passes_single_steps_but_breaks_the_chain_is_caught():
     assert outcome.status == "wrong", outcome.message
 
 
-# ---- exercise 4: RoPE ----------------------------------------------------------------------------
+# ---- exercise 6: RoPE ----------------------------------------------------------------------------
 def rope(kind):
     def fn(x, positions, base=10000.0):
         d = x.size(-1)
         i = torch.arange(d // 2, dtype=torch.float32)
         exponent = {"freq_no_two": -i / d, "freq_sign": 2 * i / d, "freq_full": -2 * i / (d // 2)}.get(kind, -2 * i / d)
-        angle = positions.float()[:, None] * base ** exponent
+        m = {"pos+1": positions.float() + 1, "arange": torch.arange(x.size(-2)).float()}.get(kind, positions.float())
+        angle = m[:, None] * (10000.0 if kind == "base_ignored" else base) ** exponent
         angle = -angle if kind == "sign" else angle
         angle = angle * math.pi / 180 if kind == "degrees" else angle
-        cos, sin = angle.cos(), angle.sin()
+        cos, sin = (angle.sin(), angle.cos()) if kind == "sin_cos" else (angle.cos(), angle.sin())
         if kind == "interleaved":
             a, b = x[..., 0::2], x[..., 1::2]
             return torch.stack([a * cos - b * sin, a * sin + b * cos], -1).flatten(-2)
         a, b = x[..., :d // 2], x[..., d // 2:]
+        if kind == "halves_swapped":
+            return torch.cat([a * sin + b * cos, a * cos - b * sin], -1)
         if kind == "scaled":
             return torch.cat([a * cos - b * sin, a * sin + b * cos], -1) * 1.1
+        if kind == "first_half_only":
+            return torch.cat([a * cos - b * sin, b], -1)
         return torch.cat([a * cos - b * sin, a * sin + b * cos], -1)
     return fn
 
@@ -233,35 +513,47 @@ def test_a_learner_style_rope_passes():
 
 
 @pytest.mark.parametrize("kind, symptom", [
-    ("interleaved", "neighbours (2i, 2i+1)"),
+    ("interleaved", "neighbours \\(2i, 2i\\+1\\)"),
     ("sign", "wrong sign"),
-    ("freq_no_two", "base^(-i/d)"),
+    ("sin_cos", "sin and cos are swapped"),
+    ("halves_swapped", "wrong order"),
+    ("pos+1", "positions are off by one"),
+    ("arange", "positions are ignored"),
+    ("base_ignored", "base argument is ignored"),
+    ("freq_no_two", "base\\^\\(-i/d\\)"),
     ("freq_sign", "NEGATIVE exponent"),
     ("freq_full", "not d/2"),
     ("degrees", "degrees"),
     ("scaled", "norms"),
+    ("first_half_only", "norms"),
 ])
 def test_rope_mistakes(kind, symptom):
-    wrong(check.apply_rope, rope(kind), symptom)
+    named(check.apply_rope, rope(kind), symptom)
 
 
-# ---- exercise 5: grouped-query attention ---------------------------------------------------------
+# ---- exercise 7: grouped-query attention ---------------------------------------------------------
 def gqa(kind):
     def fn(q, k, v, mask=None):
         h, h_kv = q.size(1), k.size(1)
         g = h // h_kv
         if kind == "round_robin":
             k, v = k.repeat(1, g, 1, 1), v.repeat(1, g, 1, 1)
+        elif kind == "kv_different":
+            k, v = k.repeat_interleave(g, 1), v.repeat(1, g, 1, 1)
         elif kind == "first":
             k, v = k[:, :1].expand(-1, h, -1, -1), v[:, :1].expand(-1, h, -1, -1)
         elif kind == "mean":
             k, v = k.mean(1, keepdim=True).expand(-1, h, -1, -1), v.mean(1, keepdim=True).expand(-1, h, -1, -1)
-        else:
+        elif kind == "wrong_axis":
+            k, v = k.repeat_interleave(g, 2), v.repeat_interleave(g, 2)
+        elif kind != "no_repeat":
             k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
-        scores = q @ k.transpose(-2, -1) / (1 if kind == "no_scale" else math.sqrt(q.size(-1)))
+        d = q.size(-1)
+        scale = {"no_scale": 1.0, "scale_1/d": 1 / d, "scale_d_model": 1 / math.sqrt(h * d)}.get(kind, 1 / math.sqrt(d))
+        scores = q @ k.transpose(-2, -1) * scale
         if mask is not None and kind != "no_mask":
-            scores = scores.masked_fill(~mask, float("-inf"))
-        return scores.softmax(-1) @ v
+            scores = scores.masked_fill(mask if kind == "inverted" else ~mask, float("-inf"))
+        return scores.softmax(-2 if kind == "softmax_queries" else -1) @ v
     return fn
 
 
@@ -271,10 +563,17 @@ def test_a_learner_style_gqa_passes():
 
 @pytest.mark.parametrize("kind, symptom", [
     ("round_robin", "round-robin"),
+    ("kv_different", "grouped differently"),
     ("first", "first key/value head"),
     ("mean", "averaged"),
     ("no_scale", "not scaled"),
+    ("scale_1/d", "divided by d_head"),
+    ("scale_d_model", "√d_model"),
     ("no_mask", "mask is not applied"),
+    ("inverted", "mask is inverted"),
+    ("softmax_queries", "over the queries"),
+    ("no_repeat", "do not line up with the query heads"),
+    ("wrong_axis", "do not line up with the query heads"),
 ])
 def test_gqa_mistakes(kind, symptom):
-    wrong(check.grouped_query_attention, gqa(kind), symptom)
+    named(check.grouped_query_attention, gqa(kind), symptom)

@@ -1,6 +1,6 @@
-"""Lesson 12's package code: the GPT, rotary positions and grouped-query attention in the one
-MultiHeadAttention, sampling and cached generation in the decoding module, the language-model helpers,
-and the notebook's solutions against the package's references."""
+"""Lesson 12's package code: the GPT, its attention (rotary positions and grouped-query heads, gpt_attention),
+sampling and cached generation in the decoding module, the language-model helpers, and the notebook's
+solutions against the package's references."""
 import re
 from pathlib import Path
 
@@ -8,19 +8,12 @@ import nbformat
 import pytest
 import torch
 
-from course_utils.attention import (
-    MultiHeadAttention,
-    apply_rope,
-    grouped_query_attention,
-    merge_heads,
-    repeat_kv_heads,
-    rope_angles,
-    scaled_dot_product_attention,
-    split_heads,
-)
+from course_utils.attention import MultiHeadAttention, merge_heads, scaled_dot_product_attention, split_heads
 from course_utils.checks import lesson12 as check
+from course_utils.checks.generation_mistakes import rope_complex
 from course_utils.decoding import generate, sample_next, sampling_distribution
 from course_utils.gpt import GPT, kv_cache_bytes, next_token_loss
+from course_utils.gpt_attention import CausalSelfAttention, grouped_query_attention, repeat_kv_heads
 from course_utils.language_model import (
     BigramModel,
     caption_stream,
@@ -30,27 +23,35 @@ from course_utils.language_model import (
     train_language_model,
 )
 from course_utils.masks import causal_mask
+from course_utils.positions import apply_rope, rope_angles
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-# ---- MultiHeadAttention's options ----------------------------------------------------------------
-def test_options_off_keep_lesson_08s_module():
+# ---- a GPT's attention: lesson 08's multi-head attention with lesson 12's options ----------------
+def test_options_off_give_lesson_08s_self_attention():
     torch.manual_seed(0)
-    plain = MultiHeadAttention(16, 4)
-    torch.manual_seed(0)
-    explicit = MultiHeadAttention(16, 4, num_kv_heads=4, rope=False)
-    assert plain.in_proj.weight.shape == (48, 16)
+    mha = MultiHeadAttention(16, 4)
+    attn = CausalSelfAttention(16, 4)
+    assert attn.in_proj.weight.shape == (48, 16)
+    attn.load_state_dict(mha.state_dict())
     x = torch.randn(2, 5, 16)
-    assert torch.equal(plain(x, x, x, causal_mask(5)), explicit(x, x, x, causal_mask(5)))
-    assert "num_kv_heads" not in repr(plain) and "rope" not in repr(plain)
+    assert torch.allclose(attn(x, causal_mask(5)), mha(x, x, x, causal_mask(5)), atol=1e-6)
+
+
+def test_lesson_08s_module_has_none_of_lesson_12s_options():
+    mha = MultiHeadAttention(16, 4)
+    assert not any(hasattr(mha, name) for name in ("num_kv_heads", "rope", "extend_cache", "project_kv"))
+    assert "num_kv_heads" not in repr(mha) and "rope" not in repr(mha)
+    with pytest.raises(TypeError):
+        MultiHeadAttention(16, 4, num_kv_heads=2)
 
 
 @pytest.mark.parametrize("num_kv_heads", [1, 2])
 def test_grouped_query_equals_multi_head_with_repeated_key_value_weights(num_kv_heads):
     torch.manual_seed(0)
     d_model, h = 16, 4
-    gqa = MultiHeadAttention(d_model, h, num_kv_heads=num_kv_heads)
+    gqa = CausalSelfAttention(d_model, h, num_kv_heads=num_kv_heads)
     d_head, g = d_model // h, h // num_kv_heads
     assert gqa.in_proj.weight.shape == (d_model + 2 * num_kv_heads * d_head, d_model)
     mha = MultiHeadAttention(d_model, h)
@@ -64,48 +65,39 @@ def test_grouped_query_equals_multi_head_with_repeated_key_value_weights(num_kv_
         mha.in_proj.bias.copy_(torch.cat([b_q, repeat(b_k), repeat(b_v)]))
         mha.out_proj.load_state_dict(gqa.out_proj.state_dict())
     x = torch.randn(2, 6, d_model)
-    assert torch.allclose(gqa(x, x, x, causal_mask(6)), mha(x, x, x, causal_mask(6)), atol=1e-6)
+    assert torch.allclose(gqa(x, causal_mask(6)), mha(x, x, x, causal_mask(6)), atol=1e-6)
 
 
 def test_gqa_function_equals_attention_when_heads_match_and_checks_its_input():
     q, k, v = torch.randn(2, 4, 5, 8), torch.randn(2, 4, 5, 8), torch.randn(2, 4, 5, 8)
-    from course_utils.attention import scaled_dot_product_attention
     assert torch.allclose(grouped_query_attention(q, k, v), scaled_dot_product_attention(q, k, v), atol=1e-6)
     with pytest.raises(ValueError, match="multiple of the key/value heads"):
         grouped_query_attention(q, k[:, :3], v[:, :3])
 
 
 def test_bad_head_counts_are_clear_errors():
-    with pytest.raises(ValueError, match="num_heads=4 must be divisible by num_kv_heads=3"):
-        MultiHeadAttention(16, 4, num_kv_heads=3)
+    with pytest.raises(ValueError, match="num_heads=4 by num_kv_heads=3"):
+        CausalSelfAttention(16, 4, num_kv_heads=3)
     with pytest.raises(ValueError, match="d_head .* must be even"):
-        MultiHeadAttention(12, 4, rope=True)
-    with pytest.raises(ValueError, match="num_heads=4 must be divisible by num_kv_heads=3"):
+        CausalSelfAttention(12, 4, rope=True)
+    with pytest.raises(ValueError, match="num_heads=4 by num_kv_heads=3"):
         GPT(20, d_model=16, num_heads=4, num_layers=1, d_ff=16, num_kv_heads=3)
-
-
-def test_rope_is_self_attention_only():
-    mha = MultiHeadAttention(16, 4, rope=True)
-    x, memory = torch.randn(1, 3, 16), torch.randn(1, 5, 16)
-    with pytest.raises(ValueError, match="self-attention"):
-        mha(x, memory, memory)
-    with pytest.raises(ValueError, match="cross-attention"):
-        mha.project_kv(memory)
+    with pytest.raises(ValueError, match="x must be"):
+        CausalSelfAttention(16, 4)(torch.randn(2, 5, 12))
 
 
 @pytest.mark.parametrize("rope, num_kv_heads", [(False, None), (True, None), (True, 2), (False, 1)])
 def test_extend_cache_equals_causal_forward(rope, num_kv_heads):
     torch.manual_seed(0)
-    mha = MultiHeadAttention(16, 4, num_kv_heads=num_kv_heads, rope=rope).eval()
+    attn = CausalSelfAttention(16, 4, num_kv_heads=num_kv_heads, rope=rope).eval()
     x = torch.randn(2, 7, 16)
-    full = mha(x, x, x, causal_mask(7))
+    full = attn(x, causal_mask(7))
     cache, outs = None, []
     for t in range(7):
-        out, cache = mha.extend_cache(x[:, t:t + 1], cache)
+        out, cache = attn.extend_cache(x[:, t:t + 1], cache)
         outs.append(out)
     assert cache[0].shape == (2, num_kv_heads or 4, 7, 4)
     assert torch.allclose(torch.cat(outs, 1), full, atol=1e-5)
-
 
 
 @pytest.mark.parametrize("num_kv_heads", [1, 2])
@@ -114,22 +106,35 @@ def test_a_grouped_decoding_step_equals_the_repeated_heads(num_kv_heads, mask_sh
     """A decoding step folds each group of query heads onto its key/value head instead of copying the
     cache; with any mask it equals attention over the repeated heads (a (B, h, ...) mask takes the copy)."""
     torch.manual_seed(0)
-    mha = MultiHeadAttention(16, 4, num_kv_heads=num_kv_heads, rope=True).eval()
+    attn = CausalSelfAttention(16, 4, num_kv_heads=num_kv_heads, rope=True).eval()
     x = torch.randn(2, 6, 16)
     cache = None
     for t in range(5):
-        _, cache = mha.extend_cache(x[:, t:t + 1], cache)
+        _, cache = attn.extend_cache(x[:, t:t + 1], cache)
     mask = None if mask_shape is None else torch.rand(mask_shape) > 0.3
     if mask is not None:
         mask[..., -1] = True                                         # every query may see itself
-    out, _ = mha.extend_cache(x[:, 5:], cache, mask)
-    q = split_heads(mha.in_proj(x[:, 5:])[..., :16], 4)
+    out, _ = attn.extend_cache(x[:, 5:], cache, mask)
+    q = split_heads(attn.in_proj(x[:, 5:])[..., :16], 4)
     q = apply_rope(q, torch.tensor([5]))
-    k, v = mha.in_proj(x)[..., 16:].split(mha.d_kv, -1)
+    k, v = attn.in_proj(x)[..., 16:].split(attn.d_kv, -1)
     k = apply_rope(split_heads(k, num_kv_heads), torch.arange(6))
     k, v = repeat_kv_heads(k, 4), repeat_kv_heads(split_heads(v, num_kv_heads), 4)
-    expected = mha.out_proj(merge_heads(scaled_dot_product_attention(q, k, v, mask)))
+    expected = attn.out_proj(merge_heads(scaled_dot_product_attention(q, k, v, mask)))
     assert torch.allclose(out, expected, atol=1e-5)
+
+
+def test_every_gpt_attention_keeps_its_weights_for_plots():
+    model = small(num_kv_heads=2).store_attention(True)
+    tokens = torch.randint(3, 31, (2, 6))
+    fast = small(num_kv_heads=2)(tokens)
+    torch.testing.assert_close(model(tokens), fast, atol=1e-5, rtol=1e-5)
+    maps = model.attention_maps()
+    assert maps.shape == (2, 2, 4, 6, 6) and torch.allclose(maps.sum(-1), torch.ones(2, 2, 4, 6))
+    assert torch.all(maps.triu(1) == 0)                               # causal
+    model.store_attention(False)
+    assert all(layer.attn.attn_weights is None for layer in model.layers)
+
 
 # ---- RoPE ----------------------------------------------------------------------------------------
 def test_rope_keeps_norms_depends_on_relative_position_and_is_the_complex_product():
@@ -138,7 +143,7 @@ def test_rope_keeps_norms_depends_on_relative_position_and_is_the_complex_produc
     positions = torch.arange(10)
     y = apply_rope(x, positions)
     assert torch.allclose(y.norm(dim=-1), x.norm(dim=-1), atol=1e-5)
-    assert torch.allclose(y, check._rope_complex(x, positions, 10000.0).float(), atol=1e-5)
+    assert torch.allclose(y, rope_complex(x, positions, 10000.0).float(), atol=1e-5)
     q, k = torch.randn(1, 8), torch.randn(1, 8)
     dots = [float((apply_rope(q, torch.tensor([m])) * apply_rope(k, torch.tensor([n]))).sum())
             for m, n in ((4, 1), (20, 17), (3, 0))]
@@ -292,14 +297,29 @@ def _solution_functions():
         if cell.cell_type == "code" and "### BEGIN SOLUTION" in cell.source:
             source = "\n".join(line for line in cell.source.splitlines() if not re.match(r"^check\.", line))
             exec(compile("import math\nimport torch\nimport torch.nn.functional as F\n"
-                         "from course_utils.attention import apply_rope, scaled_dot_product_attention\n"
+                         "from course_utils.attention import scaled_dot_product_attention\n"
+                         "from course_utils.positions import apply_rope\n"
                          + source, "solution", "exec"), namespace)
     return namespace
 
 
-@pytest.mark.parametrize("name", ["next_token_loss", "sampling_distribution", "cached_attention_step",
-                                  "apply_rope", "grouped_query_attention"])
-def test_the_notebooks_solution_passes_the_check(name):
+@pytest.mark.parametrize("name, check_name", [
+    ("next_token_loss", "next_token_loss"), ("MyGPTBlock", "gpt_block"), ("MyGPT", "gpt"),
+    ("sampling_distribution", "sampling_distribution"), ("cached_attention_step", "cached_attention_step"),
+    ("apply_rope", "apply_rope"), ("grouped_query_attention", "grouped_query_attention")])
+def test_the_notebooks_solution_passes_the_check(name, check_name):
     solution = _solution_functions()[name]
-    outcome = getattr(check, name).evaluate(solution)
+    outcome = getattr(check, check_name).evaluate(solution)
     assert outcome.passed, outcome.message
+
+
+def test_the_learners_gpt_is_the_courses_gpt():
+    """The notebook's MyGPT with the course's weights computes the course's GPT (learned positions)."""
+    MyGPT = _solution_functions()["MyGPT"]
+    torch.manual_seed(0)
+    reference = GPT(31, 16, 4, 2, 32, max_len=12, positions="learned").eval()
+    mine = MyGPT(31, 16, 4, 2, 32, 12)
+    mine.load_state_dict(reference.state_dict())
+    tokens = torch.randint(1, 31, (2, 10))
+    torch.testing.assert_close(mine.eval()(tokens), reference(tokens))
+    assert mine.head.weight is mine.embed.weight

@@ -4,8 +4,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from course_utils import transformer
 from course_utils.attention import MultiHeadAttention
 from course_utils.decoding import beam_search, greedy_decode
+from course_utils.kv_cache import attend_cached, extend_cache, project_kv
 from course_utils.masks import causal_mask, padding_mask
 from course_utils.transformer import DecoderLayer, Transformer, shift_tokens
 
@@ -63,7 +65,7 @@ def test_extend_cache_equals_causal_self_attention():
     full = mha(x, x, x, causal_mask(6) & keep[:, None, None, :])
     cache = None
     for t in range(6):
-        out, cache = mha.extend_cache(x[:, t:t + 1], cache, keep[:, None, None, :t + 1])
+        out, cache = extend_cache(mha, x[:, t:t + 1], cache, keep[:, None, None, :t + 1])
         assert cache[0].shape == cache[1].shape == (3, H, t + 1, D // H)
         torch.testing.assert_close(out[:, 0], full[:, t], atol=1e-5, rtol=1e-5)
 
@@ -73,9 +75,9 @@ def test_attend_cached_equals_cross_attention_with_padding():
     mha = MultiHeadAttention(D, H).eval()
     query, memory = torch.randn(2, 3, D), torch.randn(2, 5, D)
     mask = padding_mask(torch.tensor([[4, 5, 6, 7, 8], [4, 5, 0, 0, 0]]), PAD)
-    k, v = mha.project_kv(memory)
+    k, v = project_kv(mha, memory)
     assert k.shape == v.shape == (2, H, 5, D // H)
-    torch.testing.assert_close(mha.attend_cached(query, k, v, mask), mha(query, memory, memory, mask),
+    torch.testing.assert_close(attend_cached(mha, query, k, v, mask), mha(query, memory, memory, mask),
                                atol=1e-5, rtol=1e-5)
 
 
@@ -86,7 +88,7 @@ def test_decoder_layer_step_equals_forward(norm_first):
     x, memory = torch.randn(2, 4, D), torch.randn(2, 5, D)
     memory_mask = padding_mask(torch.tensor([[4, 5, 6, 7, 8], [4, 5, 6, 0, 0]]), PAD)
     full = layer(x, memory, causal_mask(4), memory_mask)
-    cross_kv, cache = layer.cross_attn.project_kv(memory), None
+    cross_kv, cache = project_kv(layer.cross_attn, memory), None
     for t in range(4):
         out, cache = layer.step(x[:, t:t + 1], cache, None, cross_kv, memory_mask)
         torch.testing.assert_close(out[:, 0], full[:, t], atol=1e-5, rtol=1e-5)
@@ -187,12 +189,11 @@ def test_trained_model_agrees_under_bf16_autocast(trained_model):
     same_hypotheses(hyps, plain, tol=0.05)                        # bf16 rounding of the scores
 
 
-def test_cross_attention_keys_and_values_computed_once_per_sentence():
+def test_cross_attention_keys_and_values_computed_once_per_sentence(monkeypatch):
     model = random_model()
     calls = []
-    for layer in model.decoder.layers:
-        project = layer.cross_attn.project_kv
-        layer.cross_attn.project_kv = lambda memory, project=project: (calls.append(memory.size(0)), project(memory))[1]
+    monkeypatch.setattr(transformer, "project_kv",
+                        lambda attn, memory: (calls.append(memory.size(0)), project_kv(attn, memory))[1])
     beam_search(model, padded_source(), BOS, EOS, PAD, beam_size=3, max_len=8)
     assert calls == [5, 5]                                        # once per layer, for the 5 sentences
 

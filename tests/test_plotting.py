@@ -7,7 +7,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from course_utils.plotting import plot_learning_curves, show_attention  # noqa: E402
+from course_utils.plotting import plot_learning_curves, show_attention, window_centres  # noqa: E402
+from course_utils.training import smooth  # noqa: E402
 from tests.figure_check import figure_problems  # noqa: E402
 
 
@@ -40,3 +41,14 @@ def test_learning_curves():
     ax = plot_learning_curves({"train": [3, 2, 1], "val": ([1, 3], [2.5, 1.5])}, logy=True)
     assert len(ax.lines) == 2
     plt.close(ax.figure)
+
+
+def test_a_trailing_mean_is_drawn_at_the_centre_of_its_window():
+    """On a straight line, the mean of the steps up to s equals the line at the centre of those steps: drawn at
+    window_centres, a smoothed curve lies on the raw one (drawn at s it would lag by half its window)."""
+    steps = np.arange(1, 301)
+    line = 2.0 * steps + 1.0
+    for window in (1, 25, 50):
+        centres = window_centres(steps, window)
+        np.testing.assert_allclose(smooth(line, window), 2.0 * centres + 1.0)
+    assert window_centres([200], 50).tolist() == [175.5]      # lesson 12: the mean of steps 151-200

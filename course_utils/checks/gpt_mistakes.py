@@ -1,112 +1,327 @@
-"""Lesson 12's planted mistakes for two checks: the sampling distribution (temperature after the
-softmax, the k smallest kept, the token that crosses p dropped, no renormalisation) and rotary
-positions (pairs (i, i+1) instead of halves, the angle's sign, the frequencies)."""
+"""Lesson 12's planted mistakes for the model side: the next-token loss (exercise 1), the decoder block
+(exercise 2), the GPT (exercise 3) and grouped-query attention (exercise 7). Each `*_variant` computes what an
+answer with one typical mistake returns; the checks (lesson12.py) name the mistake an answer matches (the
+learner's crashes that torch reports are named by lesson12_setup.call_naming with the *_ERRORS lists)."""
+import math
 
 import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
-from ..decoding import sampling_distribution as ref_sampling
-from .core import expect_distribution, expect_shape
-from .evaluation import Evaluation
-
-
-def _keep_top_p(probs, top_p, crossing=True):
-    """Mask of the nucleus: the most probable tokens until the mass reaches top_p (ties at the end kept);
-    crossing=False drops the token that crosses p."""
-    ranked = probs.sort(-1, descending=True).values
-    if not crossing:                         # only the tokens whose cumulative mass stays <= p: maybe none
-        inside = (ranked.cumsum(-1) <= top_p).sum(-1, keepdim=True)
-        return (probs >= ranked.gather(-1, (inside - 1).clamp(min=0))) & (inside > 0)
-    before = (ranked.cumsum(-1) < top_p).sum(-1, keepdim=True)
-    last = ranked.gather(-1, before.clamp(max=probs.size(-1) - 1))
-    return probs >= last
+from ..attention import scaled_dot_product_attention
+from ..gpt import GPT
+from ..gpt_attention import repeat_kv_heads
+from ..masks import causal_mask
 
 
-def _variant(logits, temperature, top_k, top_p, kind="ok"):
-    """The sampling distribution with a typical mistake planted."""
-    z = logits.double()
-    probs_first = kind == "temperature_after"
-    if kind == "temperature_times":
-        z = z * temperature
-    elif not probs_first:
-        z = z / temperature
-    if top_k is not None:
-        if kind == "k_smallest":
-            kth = z.topk(top_k, -1, largest=False).values[..., -1:]
-            z = z.masked_fill(z > kth, float("-inf"))
-        else:
-            kth = z.topk(top_k, -1).values[..., -1:]
-            z = z.masked_fill(z < kth, float("-inf"))
-    probs = z.softmax(-1)
-    if probs_first:
-        probs = probs / temperature
-    if top_p is not None and top_p < 1:
-        base = logits.double().div(temperature).softmax(-1) if kind == "top_p_unfiltered" else probs
-        keep = _keep_top_p(base, top_p, crossing=kind != "drops_crossing")
-        probs = probs * keep
-    if kind == "no_renorm":
-        return probs
-    return probs / probs.sum(-1, keepdim=True)
+# ---------------------------------------------------------------------------------------------
+# Exercise 1: next-token targets and the loss
+# ---------------------------------------------------------------------------------------------
+def _ce(logits, targets, ignore, reduction="mean"):
+    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), ignore_index=ignore,
+                           reduction=reduction)
 
 
-def _unnormalised(logits, temperature, top_k, top_p):
-    """What forgetting the renormalisation gives: the softmax's values where the token is kept, else 0."""
-    kept = _variant(logits, temperature, top_k, top_p) > 0
-    return logits.double().div(temperature).softmax(-1) * kept
+def loss_variant(logits, tokens, pad_id, kind):
+    """The next-token loss with the mistake `kind` planted."""
+    shifts = {"not_shifted": (logits, tokens), "wrong_way": (logits[:, 1:], tokens[:, :-1]),
+              "same_positions": (logits[:, 1:], tokens[:, 1:]),
+              "shift2": (logits[:, :-2], tokens[:, 2:]), "roll": (logits, tokens.roll(-1, dims=1))}
+    x, y = shifts.get(kind, (logits[:, :-1], tokens[:, 1:]))
+    real = y != pad_id
+    if kind == "padding":
+        return _ce(x, y, -100)
+    if kind == "pad0":
+        return _ce(x, y, 0)
+    if kind == "sum":
+        return _ce(x, y, pad_id, "sum")
+    if kind == "all_positions":
+        return _ce(x, y, pad_id, "sum") / y.numel()
+    if kind == "axis":
+        return -(torch.log_softmax(x, dim=1).gather(-1, y[..., None])[..., 0])[real].mean()
+    if kind == "per_row":
+        per = _ce(x, y, pad_id, "none").view(y.shape)
+        return ((per * real).sum(1) / real.sum(1)).mean()
+    if kind == "input_mask":
+        inputs = tokens[:, :-1] != pad_id
+        return F.cross_entropy(x[inputs], y[inputs])
+    if kind == "softmax_first":
+        return _ce(x.softmax(-1), y, pad_id)
+    if kind == "nll_on_logits":
+        return F.nll_loss(x.reshape(-1, x.size(-1)), y.reshape(-1), ignore_index=pad_id)
+    if kind == "label_smoothing":
+        return F.cross_entropy(x.reshape(-1, x.size(-1)), y.reshape(-1), ignore_index=pad_id, label_smoothing=0.1)
+    return _ce(x, y, pad_id)
 
 
-_MISTAKES = {
-    "temperature_after": "the temperature has no effect: divide the LOGITS by T before the softmax (dividing "
-                         "the probabilities by T is undone when they are renormalised)",
-    "temperature_times": "the logits are multiplied by the temperature: divide them by T (T > 1 flattens the "
-                         "distribution, T < 1 sharpens it)",
-    "k_smallest": "top-k keeps the k SMALLEST logits: keep the k largest (torch.topk(z, k) gives the largest)",
-    "drops_crossing": "top-p drops the token that crosses p: keep the smallest set of most probable tokens whose "
-                      "mass REACHES p, the token that takes the cumulative sum to p or beyond included",
-    "top_p_unfiltered": "top-p is computed on the distribution before top-k: apply it to the distribution top-k "
-                        "left (renormalised), as the order temperature -> top-k -> top-p says",
+LOSS_MISTAKES = {
+    "not_shifted": "the targets are not shifted: position t must predict token t+1, so compare logits[:, :-1] "
+                   "with tokens[:, 1:] (you compared every position with the token it reads)",
+    "wrong_way": "the targets are shifted the wrong way: the logits at positions 0..T-2 predict tokens 1..T-1 "
+                 "(logits[:, :-1] against tokens[:, 1:]), not logits[:, 1:] against tokens[:, :-1]",
+    "shift2": "the targets are shifted by two: position t predicts the NEXT token, t+1 (logits[:, :-1] against "
+              "tokens[:, 1:])",
+    "same_positions": "the logits and the targets are taken at the same positions (logits[:, 1:] against "
+                      "tokens[:, 1:]): position t predicts token t+1, logits[:, :-1] against tokens[:, 1:]",
+    "roll": "torch.roll wraps around: the last position gets the row's FIRST token as its target. Drop the last "
+            "position instead: logits[:, :-1] against tokens[:, 1:]",
+    "padding": "padding is counted: targets equal to pad_id must not enter the loss (ignore_index=pad_id, or "
+               "average over the real targets only)",
+    "pad0": "the padding id is taken as 0: use the pad_id you are given (here it is not 0)",
+    "input_mask": "the padding mask is taken from the INPUTS (tokens[:, :-1]): what must be left out are the "
+                  "targets that are padding, tokens[:, 1:] == pad_id (a real token may be followed by padding)",
+    "sum": "the loss is a sum: return the MEAN over the real targets (a sum grows with the batch and the length, "
+           "so the learning rate would have to change with them)",
+    "all_positions": "the sum over the real targets is divided by ALL T-1 positions of every row, padding "
+                     "included: divide by the number of real targets",
+    "per_row": "the loss is averaged per row, then over the rows: a short row would weigh as much as a long one. "
+               "Average over all the real targets of the batch at once",
+    "axis": "the softmax runs over the wrong axis: log_softmax over the LAST axis (the vocabulary, V)",
+    "nll_on_logits": "F.nll_loss takes LOG-probabilities and you gave it logits: use F.cross_entropy on the "
+                     "logits (it applies log_softmax itself)",
+    "label_smoothing": "the loss is label-smoothed: the next-token loss (and the perplexity, its exponential) is "
+                       "the plain cross-entropy, without label_smoothing",
+    "softmax_first": "the logits went through a softmax before the cross-entropy: F.cross_entropy takes the "
+                     "LOGITS (it applies log_softmax itself)",
+}
+
+LOSS_ERRORS = [
+    (r"view size is not compatible", "logits[:, :-1] is a slice that .view cannot flatten: use .reshape(-1, V) "
+                                     "(or .flatten(0, 1)) to get (B·(T-1), V)"),
+    (r"Expected target size|Expected input batch_size", "F.cross_entropy takes the classes on axis 1: give it "
+                                                        "logits (N, V) and targets (N,), flattened with "
+                                                        ".reshape(-1, V) and .reshape(-1)"),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 2: the decoder block
+# ---------------------------------------------------------------------------------------------
+def block_variant(layer, x, mask, kind):
+    """A GPT block's output, from the reference block's modules, with the mistake `kind` planted."""
+    n1, n2, ff = layer.norm1, layer.norm2, layer.ff
+    d1, d2 = layer.dropout1, layer.dropout2
+    m = {"no_mask": None, "sees_next": torch.ones(x.size(1), x.size(1), dtype=torch.bool).tril(1)}.get(kind, mask)
+
+    def attn(y):
+        return layer.attn(y, m)
+    if kind == "one_norm":
+        n2 = n1
+    if kind == "no_dropout":
+        d1 = d2 = nn.Identity()
+    if kind == "post_norm":
+        x = n1(x + d1(attn(x)))
+        return n2(x + d2(ff(x)))
+    if kind == "no_residual":
+        return d2(ff(n2(d1(attn(n1(x))))))
+    if kind == "no_residual_attn":
+        x = d1(attn(n1(x)))
+        return x + d2(ff(n2(x)))
+    if kind == "no_residual_ff":
+        x = x + d1(attn(n1(x)))
+        return d2(ff(n2(x)))
+    if kind == "norm_residual":
+        y = n1(x)
+        x = y + d1(attn(y))
+        y = n2(x)
+        return y + d2(ff(y))
+    if kind == "stale":
+        y = n1(x)
+        x = x + d1(attn(y))
+        return x + d2(ff(y))
+    if kind == "norm_after":
+        x = x + d1(n1(attn(x)))
+        return x + d2(n2(ff(x)))
+    if kind == "order":
+        x = x + d2(ff(n2(x)))
+        return x + d1(attn(n1(x)))
+    if kind == "kv_raw":                     # queries from LN(x), keys and values from x itself
+        y = n1(x)
+        x = x + d1(layer.attn.attend(*_kv_raw(layer.attn, y, x), mask))
+        return x + d2(ff(n2(x)))
+    if kind in ("attn_no_norm", "ff_no_norm"):
+        x = x + d1(attn(x if kind == "attn_no_norm" else n1(x)))
+        return x + d2(ff(x if kind == "ff_no_norm" else n2(x)))
+    if kind == "dropout_sum":
+        x = d1(x + attn(n1(x)))
+        return d2(x + ff(n2(x)))
+    x = x + d1(attn(n1(x)))
+    return x + d2(ff(n2(x)))
+
+
+def _kv_raw(attn, y, x):
+    """A GPT attention's q from y, k and v from x (each split into heads, rotated as in forward)."""
+    positions = torch.arange(x.size(1))
+    q, _, _ = attn.project(y, positions)
+    _, k, v = attn.project(x, positions)
+    return q, k, v
+
+
+_RESIDUAL = "add the sub-layer's output to its input, x = x + Dropout(Sublayer(LayerNorm(x)))"
+BLOCK_MISTAKES = {
+    "post_norm": "this is the post-norm layer of lesson 09's paper, x = LayerNorm(x + Sublayer(x)); a GPT is "
+                 "pre-norm: x = x + Dropout(Sublayer(LayerNorm(x))), the LayerNorm on the sub-layer's input",
+    "no_residual": f"the residual connections are missing: {_RESIDUAL}, around both sub-layers",
+    "no_residual_attn": f"the residual connection around the attention is missing: {_RESIDUAL}",
+    "no_residual_ff": f"the residual connection around the feed-forward network is missing: {_RESIDUAL}",
+    "no_mask": "the mask is not passed to the attention: self.attn(y, y, y, mask), so that position t sees "
+               "positions <= t only",
+    "sees_next": "the attention's mask lets position t see position t+1: pass the mask the block is given (the "
+                 "causal mask, True on and below the diagonal only)",
+    "one_norm": "one LayerNorm serves both sub-layers: norm1 before the attention, norm2 before the "
+                "feed-forward network (each has its own gain and bias)",
+    "norm_residual": "the residual starts from the normalised x: y = LayerNorm(x) feeds only the sub-layer; add "
+                     "its output to the ORIGINAL x (x = x + Sublayer(y))",
+    "stale": "the feed-forward network reads LayerNorm of the block's INPUT (the y computed before the "
+             "attention): normalise the updated x again, x + Dropout(self.ff(self.norm2(x)))",
+    "norm_after": "the LayerNorm is applied to the sub-layer's OUTPUT: in a pre-norm block it normalises the "
+                  "sub-layer's input, x = x + Dropout(Sublayer(LayerNorm(x)))",
+    "order": "the feed-forward network comes before the attention: attention first (norm1), then the "
+             "feed-forward network (norm2)",
+    "kv_raw": "the keys and values come from x, the queries from LayerNorm(x): self-attention takes the SAME "
+              "normalised y = LayerNorm(x) as query, key and value, self.attn(y, y, y, mask)",
+    "attn_no_norm": "the attention reads x without its LayerNorm: x + Dropout(Attn(LayerNorm1(x)))",
+    "ff_no_norm": "the feed-forward network reads x without its LayerNorm: x + Dropout(FFN(LayerNorm2(x)))",
+    "no_dropout": "dropout1 and dropout2 are not applied: x = x + self.dropout1(attention output), then "
+                  "x + self.dropout2(feed-forward output) (in training they drop features of each sub-layer's "
+                  "output before it is added)",
+    "dropout_sum": "the dropout is applied to the sum x + Sublayer(...): apply it to the sub-layer's output only, "
+                   "x = x + Dropout(Sublayer(LayerNorm(x))), so that the residual path is never dropped",
 }
 
 
-def _expect_sampling(ev: Evaluation, got, logits, temperature, top_k, top_p, what):
-    expect_shape(got, tuple(logits.shape), what)
-    expected = ref_sampling(logits, temperature, top_k, top_p)
-    mistakes = {text: _variant(logits, temperature, top_k, top_p, kind) for kind, text in _MISTAKES.items()}
-    mistakes["the kept probabilities are not renormalised: after zeroing the filtered tokens, divide by the sum "
-             "of what is kept so that the distribution sums to 1"] = _unnormalised(logits, temperature, top_k, top_p)
-    mistakes["the probabilities top-p keeps are not renormalised: after zeroing the tokens outside the nucleus, "
-             "divide by the sum of what is kept so that the distribution sums to 1"] = \
-        _variant(logits, temperature, top_k, top_p, "no_renorm")
-    mistakes = {k: v for k, v in mistakes.items() if not torch.allclose(v.float(), expected, atol=1e-5,
-                                                                         equal_nan=True)}
-    ev.expect_close(got, expected, what, mistakes=mistakes, atol=1e-5, rtol=1e-4)
-    expect_distribution(got, what)
+# ---------------------------------------------------------------------------------------------
+# Exercise 3: the GPT
+# ---------------------------------------------------------------------------------------------
+class ReferenceGPT(GPT):
+    """The answer to exercise 3: the course's GPT with learned positions (GPT-2's), with the exercise's
+    signature. `gpt.GPT` is the same model with a choice of positions and lesson 12's attention options."""
+
+    def __init__(self, vocab_size, d_model, num_heads, num_layers, d_ff, max_len, dropout=0.0):
+        super().__init__(vocab_size, d_model, num_heads, num_layers, d_ff, max_len, dropout, positions="learned")
 
 
-def _rope_variant(x, positions, base, kind):
-    d = x.size(-1)
-    x = x.double()
-    i = torch.arange(d // 2, dtype=torch.float64)
-    exponent = {"freq_no_two": -i / d, "freq_sign": 2 * i / d, "freq_full": -2 * i / (d // 2)}.get(kind, -2 * i / d)
-    theta = base ** exponent
-    angle = positions.double()[:, None] * theta
-    if kind == "sign":
-        angle = -angle
-    if kind == "degrees":
-        angle = torch.deg2rad(angle)
-    cos, sin = angle.cos(), angle.sin()
-    if kind == "interleaved":              # pairs (2i, 2i+1)
-        x1, x2 = x[..., 0::2], x[..., 1::2]
-        out = torch.empty_like(x)
-        out[..., 0::2], out[..., 1::2] = x1 * cos - x2 * sin, x1 * sin + x2 * cos
-        return out
-    x1, x2 = x[..., :d // 2], x[..., d // 2:]
-    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1)
+def model_variant(model, tokens, kind):
+    """The logits of a learned-positions GPT, from the reference model's modules, with the mistake `kind`."""
+    d, T = model.d_model, tokens.size(1)
+    e = model.embed(tokens)
+    scale = {"no_scale": 1.0, "scale_d": d, "divided": 1 / math.sqrt(d)}.get(kind, math.sqrt(d))
+    if kind == "pos_scaled":                     # the positions scaled with the embedding
+        x = model.pos(e) * math.sqrt(d)
+    elif kind == "no_pos":
+        x = e * scale
+    elif kind == "pos_twice":
+        x = model.pos(model.pos(e * scale))
+    else:
+        x = model.pos(e * scale)
+    mask = {"no_mask": None, "sees_next": torch.ones(T, T, dtype=torch.bool).tril(1),
+            "inverted": ~causal_mask(T)}.get(kind, causal_mask(T))
+    if kind == "norm_before":
+        x = model.norm(x)
+    layers = {"first_block_only": [model.layers[0]] * len(model.layers),
+              "reversed": list(model.layers)[::-1]}.get(kind, model.layers)
+    for layer in layers:
+        x = layer(x, mask)
+        x = model.norm(x) if kind == "norm_every_block" and layer is not layers[-1] else x
+    if kind not in ("no_final_norm", "norm_before"):
+        x = model.norm(x)
+    logits = model.head(x)
+    return logits.softmax(-1) if kind == "softmax" else logits
 
 
-def _rope_complex(x, positions, base):
-    """The complex form: z_i = x_i + i x_{i+d/2}, multiplied by e^{i m θ_i}."""
-    d = x.size(-1)
-    z = torch.complex(x[..., :d // 2].double(), x[..., d // 2:].double())
-    theta = base ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
-    z = z * torch.polar(torch.ones(()).double(), positions.double()[:, None] * theta)
-    return torch.cat([z.real, z.imag], -1)
+MODEL_MISTAKES = {
+    "no_scale": "the token embeddings are not scaled: multiply them by √d_model before adding the positions (as "
+                "lesson 09's Transformer; the course's GPT does it too)",
+    "scale_d": "the embeddings are multiplied by d_model: multiply by its square root, √d_model",
+    "divided": "the embeddings are divided by √d_model: multiply them by it",
+    "pos_scaled": "the positions are scaled too: multiply the embedding by √d_model first, then add the positions, "
+                  "self.pos(self.embed(tokens) * √d_model)",
+    "no_pos": "the positions are not added: self.pos(...) adds the learned position vectors P[:T] to the scaled "
+              "embeddings (without them the model cannot tell the order of the tokens)",
+    "pos_twice": "the positions are added twice: self.pos adds them once (x + P[:T]); call it once",
+    "no_mask": "the blocks get no causal mask: every position sees the whole window, the future included. Pass "
+               "causal_mask(T) (T = tokens.size(1)) to every block",
+    "sees_next": "the mask lets position t see position t+1: the causal mask is True on and below the diagonal "
+                 "only (causal_mask(T), or torch.ones(T, T, dtype=torch.bool).tril())",
+    "inverted": "the mask is inverted: True means MAY attend, on and below the diagonal (causal_mask(T)); yours "
+                "lets every position see only the future",
+    "no_final_norm": "the final LayerNorm is missing: self.norm(x) after the last block, before the output layer "
+                     "(GPT-2's final LayerNorm, which pre-norm blocks need: their sum of residuals is never "
+                     "normalised otherwise)",
+    "norm_before": "the final LayerNorm is applied before the blocks: apply it after the LAST block, just before "
+                   "the output layer",
+    "first_block_only": "the same block is applied num_layers times: each block of self.layers has weights of its "
+                        "own; run them one after the other (for layer in self.layers: x = layer(x, mask))",
+    "reversed": "the blocks run in reverse order: self.layers[0] first, then the next one, up to the last",
+    "norm_every_block": "the final LayerNorm is applied after EVERY block: the blocks normalise their own inputs "
+                        "(pre-norm); the final LayerNorm comes once, after the last block",
+    "softmax": "you return probabilities: return the LOGITS (the output layer's values); the loss and sampling "
+               "apply the softmax themselves",
+}
+
+MODEL_ERRORS = [
+    (r"a 2-D mask must be \(T_q, T_k\)|does not broadcast to the scores",
+     "the mask does not fit the input: build it for the T = tokens.size(1) tokens of this batch, "
+     "causal_mask(T), not for max_len"),
+    (r"mask must be a bool tensor", "the mask must be boolean, True where a position may attend: causal_mask(T) "
+                                    "(torch.tril of ones gives floats; add dtype=torch.bool)"),
+]
+UNTIED = ("the output layer is not tied to the embedding: it must be the SAME parameter, "
+          "self.head.weight = self.embed.weight (a copy of its values is not tied: the two would train apart)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 7: grouped-query attention
+# ---------------------------------------------------------------------------------------------
+def _manual(q, k, v, mask, scale, axis=-1, inverted=False):
+    scores = q @ k.transpose(-2, -1) * scale
+    keep = ~mask if inverted else mask
+    return scores.masked_fill(~keep, float("-inf")).softmax(axis) @ v
+
+
+def gqa_variant(q, k, v, mask, kind):
+    """Grouped-query attention with the mistake `kind` planted (the course's attention underneath)."""
+    B, h, T, d = q.shape
+    h_kv = k.size(1)
+    group = h // h_kv
+    ks, vs = repeat_kv_heads(k, h), repeat_kv_heads(v, h)
+    if kind == "round_robin":
+        ks, vs = k.repeat(1, group, 1, 1), v.repeat(1, group, 1, 1)
+    if kind == "kv_different":                     # keys by groups, values round-robin
+        vs = v.repeat(1, group, 1, 1)
+    if kind == "first":
+        ks, vs = k[:, :1].expand(B, h, T, d), v[:, :1].expand(B, h, T, d)
+    if kind == "mean":
+        ks, vs = k.mean(1, keepdim=True).expand(B, h, T, d), v.mean(1, keepdim=True).expand(B, h, T, d)
+    scale = {"no_scale": 1.0, "scale_1/d": 1 / d, "scale_d_model": 1 / math.sqrt(h * d)}.get(kind)
+    if scale is not None:
+        return _manual(q, ks, vs, mask, scale)
+    if kind == "softmax_queries":
+        return _manual(q, ks, vs, mask, 1 / math.sqrt(d), axis=-2)
+    if kind == "inverted_nan":                     # masked_fill(mask, -inf): rows with no key allowed give NaN
+        return _manual(q, ks, vs, mask, 1 / math.sqrt(d), inverted=True)
+    return scaled_dot_product_attention(q, ks, vs, {"no_mask": None, "inverted": ~mask}.get(kind, mask))
+
+
+GQA_MISTAKES = {
+    "round_robin": "query head j uses key/value head j % h_kv (round-robin, k.repeat): the course groups "
+                   "CONSECUTIVE query heads, head j uses key/value head j // (h / h_kv) (repeat_interleave)",
+    "kv_different": "the keys and the values are grouped differently: query head j must use key AND value head "
+                    "j // (h / h_kv); repeat both the same way (repeat_interleave along dim 1)",
+    "first": "every query head uses the first key/value head: head j uses key/value head j // (h / h_kv)",
+    "mean": "the key/value heads are averaged: each key/value head serves its own group of query heads",
+    "no_mask": "the mask is not applied: pass it to the attention (here: causal)",
+    "inverted": "the mask is inverted: True means MAY attend (the causal mask is True on and below the diagonal)",
+    "inverted_nan": "the mask is inverted (masked_fill(mask, -inf) hides the allowed keys): True means MAY attend; "
+                    "hide the keys where the mask is False, masked_fill(~mask, float('-inf'))",
+    "no_scale": "the scores are not scaled: divide q kᵀ by √d_head (d = q.size(-1))",
+    "scale_1/d": "the scores are divided by d_head: divide them by its square root, √d_head",
+    "scale_d_model": "the scores are divided by √d_model (all heads' features): each head divides by the square "
+                     "root of ITS size, √d_head = √(q.size(-1))",
+    "softmax_queries": "the softmax runs over the queries (dim=-2): take it over the keys, the last axis",
+}
+GQA_ERRORS = [
+    (r"must match the size of tensor b .* at non-singleton dimension 1|Expected size for first two dimensions",
+     "the key/value heads do not line up with the query heads: repeat each of the h_kv heads h / h_kv times "
+     "along the head axis (k.repeat_interleave(h // h_kv, dim=1), the same for v)"),
+]

@@ -1,5 +1,6 @@
 """Widgets respond in a real browser: sliders (a minimal widget notebook, lesson 01 learner and solution,
-lesson 13's block widget) and lesson 12's generation widget (a text box).
+lesson 13's block widget). Lesson 12's generation widget (a text box) is tested in test_lesson12.py, in the
+same JupyterLab session as lesson 12's GPT exercise.
 
 test_widget_renders_and_responds runs the cells one by one (Shift+Enter; an exercise cell that raises
 NotImplementedError does not stop the next one) up to and including the cell that builds an ipywidgets
@@ -7,11 +8,7 @@ slider, checks that the slider renders as a widget (not as text such as "Loading
 which is what a missing or mismatched ipywidgets front end looks like) and that moving it with the
 keyboard changes the output next to it (for lesson 13: the picture).
 
-test_generation_widget types the start of a caption into lesson 12's generation widget and presses Enter:
-the continuations (text) and the next-token bars (a picture, or progress bars) must change, inside the
-widget, and no output may go to JupyterLab's log console instead.
-
-Lessons 12 and 13 are skipped, with the reason, while their notebook or widget cell does not exist.
+Lesson 13 is skipped, with the reason, while its notebook or widget cell does not exist.
 """
 import re
 import time
@@ -20,7 +17,6 @@ import pytest
 
 from tests.browser.driver import (
     CHANGE_TIMEOUT,
-    LOG_MESSAGES,
     NOTEBOOK_BUDGET,
     OUTPUT_STATE,
     TEXT_ONLY,
@@ -28,14 +24,11 @@ from tests.browser.driver import (
     WIDGET_TIMEOUT,
     check_not_blank,
     find_widget_cell,
-    last_line,
     notebook_cells,
     open_notebook,
     run_up_to,
     shot_name,
     skip_unless_cell,
-    type_into,
-    wait_until_settled,
 )
 from tests.browser.server import MINIMAL
 
@@ -52,12 +45,6 @@ TARGETS = [
     pytest.param("notebooks/13_attention_at_scale.ipynb", BLOCK_WIDGET, True, id="lesson13-block-widget"),
 ]
 
-GENERATION = "notebooks/12_gpt_from_scratch.ipynb"
-GENERATION_WIDGET = ({"generation-widget"}, re.compile(r"\b(?:Text|Textarea|Combobox)\s*\("),
-                     "generation widget (a text box for the start of a caption)")
-CAPTION_START = "A dog runs"  # typed into lesson 12's generation widget
-GENERATION_BUDGET = 300  # s, the lesson's cells up to the widget (a small GPT is trained), then the widget
-GENERATE_TIMEOUT = 60  # s, from pressing Enter to new continuations and bars
 
 
 @pytest.mark.parametrize("target, cell, picture", TARGETS)
@@ -145,97 +132,3 @@ def test_widget_renders_and_responds(target, cell, picture, lab, browser):
         print(f"\n{target}: slider {value_before} -> {value_after}, output changed; {run.timings()}; "
               + (f"cells {[i for i, _ in errors]} raised NotImplementedError (exercises); " if errors else "")
               + f"screenshots: {', '.join(p.name for p in run.shots)}")
-
-
-# What lesson 12's generation widget shows, minus its text box: the text (the continuations), the pictures
-# and the progress bars (the next-token bars may be either).
-_GENERATION_STATE = """cell => {
-    const area = cell.querySelector('.jp-Cell-outputArea');
-    if (!area) return null;
-    const copy = area.cloneNode(true);
-    copy.querySelectorAll('input, textarea, .widget-label').forEach(e => e.remove());
-    const box = cell.querySelector('.widget-text input, .widget-textarea textarea, .widget-combobox input');
-    const bars = Array.from(area.querySelectorAll('.progress-bar, .widget-progress .progress-bar'))
-        .map(b => b.style.width || b.style.height || '');
-    const images = Array.from(area.querySelectorAll('img')).map(i => ({
-        src: i.src, width: i.naturalWidth, height: i.naturalHeight, complete: i.complete}));
-    return {text: (copy.textContent || '').trim(), images, bars, box: box ? box.value : null,
-            textarea: box ? box.tagName === 'TEXTAREA' : false,
-            outputs: cell.querySelectorAll('.jp-Cell-outputArea > .jp-OutputArea-child').length};
-}"""
-
-def _bars(state):
-    return [i["src"][-200:] for i in state["images"]] + state["bars"]
-
-
-def test_generation_widget(lab, browser):
-    target = GENERATION
-    cells, stop = skip_unless_cell(lab, target, *GENERATION_WIDGET)
-    with open_notebook(lab, browser, target, shot_name(target, "generation"), GENERATION_BUDGET) as run:
-        page = run.page
-        errors = run_up_to(run, cells, stop, learner=True)
-        cell = run.cells.nth(stop)
-
-        def state():
-            return cell.evaluate(_GENERATION_STATE)
-
-        end = time.monotonic() + run.remaining_ms(WIDGET_TIMEOUT) / 1000
-        while not ((s := state()) and s["box"] is not None):
-            if time.monotonic() > end:
-                run.screenshot("widget-missing")
-                text = run.output_text(stop)
-                hit = TEXT_ONLY.search(text)
-                pytest.fail(f"{target}: the generation widget in cell {stop} shows no text box, continuations and "
-                            f"next-token bars within {WIDGET_TIMEOUT} s"
-                            + (f"; it shows as text only ({hit.group(0)!r}): check `pip show ipywidgets "
-                               f"jupyterlab_widgets`" if hit else "")
-                            + f"; the cell shows {text.strip()[:300]!r}")
-            time.sleep(0.25)
-        settle = time.monotonic() + 10  # the widget may show its default caption's continuations first
-        while not (_bars(s) and s["text"]) and time.monotonic() < settle:
-            time.sleep(0.25)
-            s = state()
-        before = s
-        run.show(cell)
-        run.screenshot("widget-default")
-        logged = page.evaluate(LOG_MESSAGES)
-
-        box = cell.locator(".widget-text input, .widget-textarea textarea, .widget-combobox input").first
-        # a text area takes Enter as a new line: leave it with Tab to submit
-        type_into(run, box, CAPTION_START, submit="Tab" if before["textarea"] else "Enter")
-
-        def timed_out(s):
-            run.screenshot("widget-typed-timeout")
-            pytest.fail(f"{target}: after typing {CAPTION_START!r} into the generation widget (cell {stop}), "
-                        f"the continuations and the next-token bars did not both change within "
-                        f"{GENERATE_TIMEOUT} s (text changed: {s['text'] != before['text']}, bars changed: "
-                        f"{_bars(s) != _bars(before)}); the widget shows {s['text'][:300]!r}")
-
-        s = wait_until_settled(
-            state, lambda s: s and s["text"] and s["text"] != before["text"] and _bars(s) and _bars(s) != _bars(before)
-            and all(i["complete"] and i["width"] for i in s["images"]), run.remaining_ms(GENERATE_TIMEOUT) / 1000,
-            timed_out)
-        run.show(cell)
-        png = run.screenshot("widget-typed", element=cell.locator(".jp-Cell-outputArea").first)
-        run.phase("widget")
-
-        assert s["box"].strip() == CAPTION_START, (f"{target}: the widget's text box holds {s['box']!r}, not the "
-                                                   f"caption start typed {CAPTION_START!r}")
-        assert "Traceback" not in s["text"] and not re.search(r"^\s*✘", s["text"], re.M), (
-            f"{target}: the generation widget shows an error after typing {CAPTION_START!r}: "
-            f"{last_line(s['text'])!r}")
-        assert s["outputs"] == 1, (f"{target}: cell {stop} shows {s['outputs']} outputs, expected only the widget "
-                                   f"(the continuations and the bars must be inside it)")
-        assert page.evaluate(LOG_MESSAGES) == logged, (
-            f"{target}: after typing into the generation widget, JupyterLab's log console counts new messages: "
-            f"output of the widget's callback went there instead of into the widget")
-        assert "<Figure size" not in s["text"], (f"{target}: the generation widget shows a figure's text repr "
-                                                 f"instead of the bars: {s['text'][:300]!r}")
-        if s["images"]:
-            check_not_blank(run, png, f"the generation widget's next-token bars (cell {stop})")
-        words = CAPTION_START.lower().split()
-        echoed = all(w in s["text"].lower() for w in words)
-        print(f"\n{target}: typed {CAPTION_START!r} -> {s['text'][:200]!r} ({len(s['images'])} image(s), "
-              f"{len(s['bars'])} progress bar(s); the typed words {'are' if echoed else 'are NOT'} in the output); "
-              + (f"cells {[i for i, _ in errors]} raised NotImplementedError (exercises); " if errors else "")
-              + f"{run.timings()}; screenshots: {', '.join(p.name for p in run.shots)}")
