@@ -122,3 +122,12 @@ def window_centres(steps, window):
     """
     steps = np.asarray(list(steps), dtype=float)
     return steps - (np.minimum(window, steps) - 1) / 2
+
+
+def smoothed(values, window=50):
+    """(x, y) for plot_learning_curves: the trailing mean of the last `window` values (training.smooth), each
+    drawn at the centre of the steps it averages (window_centres), so the curve does not lag the raw one."""
+    from .training import smooth
+
+    ys = smooth(values, window)
+    return window_centres(range(1, len(ys) + 1), window), ys

@@ -1,6 +1,7 @@
 """Mixed precision: which 16-bit type to compute in, and the autocast context (lesson 10).
 
-    dtype = resolve_amp("auto", device)      # bf16 on a CPU or a recent GPU, fp16 on an older GPU
+    dtype = resolve_amp("auto", device)      # bf16 on a recent GPU or a CPU with bf16 instructions, fp16 on an
+                                             # older GPU, float32 (None) on other CPUs
     with autocast(device, dtype):            # matrix products in 16 bits, softmax/norms/loss in 32
         loss = ...
     scaler = grad_scaler(device, dtype)      # fp16 needs its gradients scaled; bf16 and fp32 do not
@@ -17,11 +18,21 @@ import torch
 AMP_CHOICES = ("auto", "bf16", "fp16", "off")
 
 
+def cpu_has_bf16():
+    """True when this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX). Elsewhere torch emulates bf16,
+    and autocast to bf16 is SLOWER than float32: on an AMD EPYC with AVX2 only, a training step of lesson
+    12's GPT took 6.4x longer (`python benchmarks/amp_step.py` measures yours), where a CPU with AVX512-BF16
+    ran lesson 10's steps about 2.6x faster in bf16."""
+    cpu = getattr(torch, "cpu", None)
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(bool(getattr(cpu, name, lambda: False)()) for name in checks)
+
+
 def resolve_amp(amp, device):
     """The autocast dtype for `amp` on `device` (None = full fp32).
 
-    auto: bf16 on a GPU that supports it, else fp16 (with a gradient scaler); bf16 on a CPU
-    (measured on the course's 2-core CPU: bf16 autocast trains faster than fp32, benchmarks/amp_step.py).
+    auto: on a GPU, bf16 where it supports it, else fp16 (with a gradient scaler); on a CPU, bf16 where the
+    CPU has bf16 instructions (cpu_has_bf16), else float32.
     """
     if amp not in AMP_CHOICES:
         raise ValueError(f"amp must be one of {', '.join(AMP_CHOICES)}, got {amp!r}")
@@ -30,7 +41,7 @@ def resolve_amp(amp, device):
     if amp == "auto":
         if device.type == "cuda":
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        return torch.bfloat16 if device.type == "cpu" else None
+        return torch.bfloat16 if device.type == "cpu" and cpu_has_bf16() else None
     return torch.bfloat16 if amp == "bf16" else torch.float16
 
 

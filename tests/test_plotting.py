@@ -52,3 +52,12 @@ def test_a_trailing_mean_is_drawn_at_the_centre_of_its_window():
         centres = window_centres(steps, window)
         np.testing.assert_allclose(smooth(line, window), 2.0 * centres + 1.0)
     assert window_centres([200], 50).tolist() == [175.5]      # lesson 12: the mean of steps 151-200
+
+
+def test_smoothed_curves_sit_at_the_centre_of_their_window():
+    """A linear loss smoothed and drawn by `smoothed` lies on the raw line (no lag of half a window)."""
+    from course_utils.plotting import smoothed
+
+    values = np.arange(1.0, 201.0)                   # the loss at step s is s
+    xs, ys = smoothed(values, window=50)
+    np.testing.assert_allclose(ys, xs)
