@@ -19,7 +19,6 @@ On Windows (no `resource`, no forkserver) psutil's peak working set is used when
 """
 import math
 import multiprocessing
-import os
 import statistics
 import sys
 import time
@@ -31,7 +30,7 @@ from .efficient_attention import _check_qkv, sliding_window_attention, tiled_att
 from .masks import causal_mask, masked_softmax, sliding_window_mask
 
 __all__ = ["METHODS", "plain_attention", "attention_memory_bytes", "sdpa_backend", "run_attention",
-           "peak_memory_bytes", "median_seconds", "random_qkv", "fitted_slope", "machine_line"]
+           "peak_memory_bytes", "median_seconds", "random_qkv", "fitted_slope"]
 
 METHODS = ("plain", "tiled", "fused")
 
@@ -218,16 +217,3 @@ def fitted_slope(xs, ys):
     lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
     mx, my = statistics.fmean(lx), statistics.fmean(ly)
     return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
-
-
-def machine_line():
-    """One line: CPU model, cores, torch version and threads."""
-    import platform
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{cpu}, {os.cpu_count()} cores; torch {torch.__version__}, {torch.get_num_threads()} thread(s)"
