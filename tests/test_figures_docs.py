@@ -105,12 +105,12 @@ FIGURES = [
     Figure("12", RESULTS, "a {} M-parameter GPT ({} layers, d_model {}, {} query / {} key-value heads",
            REF / "lesson12_full.json", ("report.parameters/1000000", "settings.num_layers", "settings.d_model",
                                         "settings.num_heads", "settings.num_kv_heads")),
-    Figure("12", RESULTS, "English-only BPE of {} pieces, bf16) on Multi30k's English captions, {} steps: "
+    Figure("12", RESULTS, "English-only BPE of {} pieces, float32) on Multi30k's English captions, {} steps: "
                           "**validation perplexity {}** against the smoothed bigram's {} (ratio {};",
            REF / "lesson12_full.json", ("report.vocab_size", "settings.steps", "result.gpt_val_ppl",
                                         "result.bigram_val_ppl", _perplexity_ratio)),
     Figure("12", RESULTS, "at twice the training context {}.", REF / "lesson12_full.json", ("result.gpt_val_ppl_2x",)),
-    Figure("12", RESULTS, "{} min of training on {} threads (load {} before)", REF / "lesson12_full.json",
+    Figure("12", RESULTS, "{} min of training on {} thread(s), float32 (load {} before", REF / "lesson12_full.json",
            ("result.train_seconds/60", "machine.threads", "machine.load_before.0")),
     Figure("12", RESULTS, "({}-layer models, {} steps, context {},", REF / "lesson12_positions.json",
            ("settings.num_layers", "settings.steps", "settings.context")),
@@ -119,7 +119,7 @@ FIGURES = [
             "result.val_ppl_2x.sinusoidal", "result.val_ppl.rope", "result.val_ppl_2x.rope")),
     Figure("12", RESULTS, "the positions {} min", REF / "lesson12_positions.json", ("wall_seconds/60",)),
     Figure("12", README, "a {} M-parameter GPT trained", REF / "lesson12_full.json", ("report.parameters/1000000",)),
-    Figure("12", README, "(training {} min on {} threads)", REF / "lesson12_full.json",
+    Figure("12", README, "training {} min on {} thread(s) in float32", REF / "lesson12_full.json",
            ("result.train_seconds/60", "machine.threads")),
 ]
 
