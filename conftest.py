@@ -22,7 +22,13 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.g
 # removed at the end, never to the learner's runs/ folder.
 _RUNS = None if "COURSE_RUNS_DIR" in os.environ else tempfile.mkdtemp(prefix="course-test-runs-")
 if _RUNS:
-    os.environ["COURSE_RUNS_DIR"] = _RUNS
+    os.environ["COURSE_RUNS_DIR"] = os.environ["COURSE_TEST_RUNS_DIR"] = _RUNS
+# Parallel workers (pytest-xdist) inherit that folder: each trains its fast runs in a subfolder of its own,
+# so that two notebooks never resume each other's half-written run.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _WORKER and os.environ.get("COURSE_TEST_RUNS_DIR") == os.environ.get("COURSE_RUNS_DIR"):
+    os.environ["COURSE_RUNS_DIR"] = os.path.join(os.environ["COURSE_TEST_RUNS_DIR"], _WORKER)
+    os.makedirs(os.environ["COURSE_RUNS_DIR"], exist_ok=True)
 _shared = ROOT.parent / "shared" / "data"
 if "COURSE_DATA_DIR" not in os.environ and (_shared / "multi30k").is_dir():
     os.environ["COURSE_DATA_DIR"] = str(_shared)
@@ -38,6 +44,9 @@ def pytest_addoption(parser, pluginmanager):
         group = parser.getgroup("nbval (not installed)")
         group.addoption("--nbval-lax", action="store_true", help="needs nbval: " + _INSTALL)
         group.addoption("--nbval-cell-timeout", action="store", help="needs nbval: " + _INSTALL)
+    if not pluginmanager.has_plugin("xdist"):
+        group = parser.getgroup("pytest-xdist (not installed)")
+        group._addoption("-n", dest="numprocesses", action="store", help="needs pytest-xdist: " + _INSTALL)
 
 
 def _missing_test_tools(config):
@@ -45,6 +54,8 @@ def _missing_test_tools(config):
     import importlib.util
 
     missing = [] if config.pluginmanager.has_plugin("nbval") else ["nbval (the notebook tests)"]
+    if not config.pluginmanager.has_plugin("xdist"):
+        missing.append("pytest-xdist (the tests in parallel)")
     missing += [f"{name} ({what})" for name, what in (("nbformat", "the notebook builder's tests"),
                                                        ("nbclient", "the learner-notebook tests"),
                                                        ("playwright", "the browser test"),
@@ -54,7 +65,8 @@ def _missing_test_tools(config):
 
 
 def pytest_configure(config):
-    if not config.pluginmanager.has_plugin("nbval") and not config.getoption("help", False):
+    tools = config.pluginmanager.has_plugin("nbval") and config.pluginmanager.has_plugin("xdist")
+    if not tools and not config.getoption("help", False):
         raise pytest.UsageError(
             "the course's test tools are not installed: missing " + ", ".join(_missing_test_tools(config))
             + f". Install them, from the repository root, with\n    {_INSTALL}\n(the course, JupyterLab and "
@@ -67,7 +79,49 @@ def pytest_report_header(config):
         return f"not installed: {', '.join(missing)}; their tests are skipped ({_INSTALL})"
 
 
+@pytest.hookimpl(optionalhook=True)     # pytest-xdist's hook
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: one worker per core, at most 4 (each worker holds torch, a kernel and its notebook's model)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, 4))
+
+
+# The heaviest groups start first (about their minutes on 2 busy cores), so that no worker is left with a long
+# one at the end; the others keep their order.
+_HEAVY = {"tests/test_grade_clone.py": 10, "site": 8, "browser": 8}
+
+
+def _group(path):
+    """The worker group of a test file (a path from the repository root): the file itself (a notebook's cells
+    run in order, in one kernel), the browser tests together (one JupyterLab server), the website's tests
+    together (one build)."""
+    if path in ("tests/test_site.py", "tests/browser/test_site.py"):
+        return "site"
+    if path.startswith("tests/browser/"):
+        return "browser"
+    return path
+
+
+def _item_group(item):
+    return _group(item.nodeid.split("::", 1)[0])
+
+
+@pytest.hookimpl(optionalhook=True)     # pytest-xdist's hook: how the tests are dealt to the workers
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        """Whole groups (see _group) to one worker each, in the order of the collection."""
+
+        def _split_scope(self, nodeid):
+            return _group(nodeid.split("::", 1)[0])
+
+    config.option.loadscopereorder = False
+    return ByGroup(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: -_HEAVY.get(_item_group(item), 0))      # stable: the rest keep their order
     if os.environ.get("RUN_SLOW") == "1":
         return
     skip = pytest.mark.skip(reason="slow: set RUN_SLOW=1 to run")
@@ -77,5 +131,5 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    if _RUNS:
+    if _RUNS and not _WORKER:
         shutil.rmtree(_RUNS, ignore_errors=True)

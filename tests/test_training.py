@@ -41,7 +41,7 @@ def test_label_smoothed_loss_equals_torch():
 
 def test_amp_choices():
     cpu = torch.device("cpu")
-    from course_utils.precision import cpu_has_bf16                      # bf16 where the CPU has it, else fp32
+    from course_utils.precision import cpu_has_bf16  # bf16 where the CPU has it, else fp32
     assert resolve_amp("auto", cpu) == (torch.bfloat16 if cpu_has_bf16() else None)
     assert resolve_amp("bf16", cpu) == torch.bfloat16 and resolve_amp("off", cpu) is None
     assert resolve_amp("fp16", cpu) == torch.float16

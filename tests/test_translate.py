@@ -91,7 +91,8 @@ def test_resume_goes_on_with_more_epochs(smoke_run, tmp_path):
     for name in ("tokenizer.json", "checkpoint.pt"):
         (out / name).write_bytes((smoke_run / name).read_bytes())
     logs = []
-    state, history, _ = trainer.train(TranslationTask(make_config("smoke", epochs=3)), out, resume=True,
+    # the Python API takes the config as given: the run's own amp (the fixture's), three epochs
+    state, history, _ = trainer.train(TranslationTask(make_config("smoke", epochs=3, amp="bf16")), out, resume=True,
                                       show_progress=False, log=logs.append)
     assert "epochs: 2 -> 3" in logs[0] and "allowed" in logs[0]           # extending a run says so
     assert f"resumed from {out / 'checkpoint.pt'}" in logs[1] and state.epoch == 3
@@ -364,6 +365,15 @@ def test_reference_option_writes_a_file_lesson_10_reads(smoke_run, tmp_path, mon
     assert str(tmp_path) not in json.dumps(ref), "a reference file shows its command, never a machine's folders"
     assert ref["report"]["preset"] == "smoke" and ref["result"]["steps"] == steps
     assert [a["source"] for a in ref["attention"]] == list(reference.ATTENTION_SENTENCES)
+
+
+@pytest.mark.multi30k
+def test_resume_takes_the_runs_own_settings_unless_given_others(smoke_run, tmp_path, capsys):
+    """The smoke run was trained with --amp bf16: --resume without --amp goes on in bf16 (above); a
+    different --amp given on the command line is refused, naming the setting."""
+    out = copy_run(smoke_run, tmp_path / "run")
+    assert main(["--preset", "smoke", "--out", str(out), "--no-progress", "--resume", "--amp", "off"]) == 2
+    assert "amp: 'bf16' -> 'off'" in capsys.readouterr().err
 
 
 def test_a_reference_file_of_another_version_is_not_used(tmp_path):

@@ -61,8 +61,12 @@ def make_parser(task_cls):
 def configure(task_cls, args, world_size):
     """The run's configuration from the arguments: the preset, with every option that names a field."""
     fields = {f.name for f in dataclasses.fields(task_cls.Config)}
-    cfg = task_cls.make_config(args.preset, **{k: v for k, v in vars(args).items() if k in fields and k != "preset"})
+    given = {k: v for k, v in vars(args).items() if k in fields and k != "preset" and v is not None}
+    cfg = task_cls.make_config(args.preset, **given)
+    before = cfg.to_dict()
     task_cls.configure(cfg, args, world_size)
+    # --resume: a setting neither given here nor set by the task's own options is the run's own
+    cfg.given = frozenset(given) | {k for k, v in cfg.to_dict().items() if before.get(k) != v}
     return cfg
 
 

@@ -161,9 +161,16 @@ class RunConfig:
         return self
 
     def resume_differences(self, saved, epochs_done=0):
-        """(refused, allowed): lists of "name: saved -> new" between a checkpoint's config dict and this one."""
+        """(refused, allowed): lists of "name: saved -> new" between a checkpoint's config dict and this one.
+        A setting that may not change and that the command line was not given (`given`, set by
+        cli.configure) takes the run's own value instead: --resume goes on with the run's own settings."""
         refused, allowed = [], []
+        given = getattr(self, "given", None)          # None: every value was chosen (the Python API)
         for key, value in self.to_dict().items():
+            if key in saved and saved[key] != value and given is not None and key not in given \
+                    and key not in self.MAY_CHANGE_ON_RESUME and key != "preset":
+                setattr(self, key, tuple(saved[key]) if isinstance(getattr(self, key), tuple) else saved[key])
+                continue
             if key in saved and saved[key] != value:
                 line = f"{key}: {saved[key]!r} -> {value!r}"
                 ok = key in self.MAY_CHANGE_ON_RESUME and not (key == "epochs" and value < max(epochs_done, 1))

@@ -204,6 +204,7 @@ def _load_checkpoint(task, ckpt_path, found, dist, log):
         ckpt, used = checkpoints.load(ckpt_path, dist, REQUIRED, log, skip=bad) if found else (None, None)
         if ckpt is not None:
             check_resume(ckpt, used, task.cfg, log)
+            task.check(task.world_size)               # again: the run's own settings may have been taken
         _prepare(task, ckpt.get("task") if ckpt is not None else None, dist, log)
         state = make_state(task, dist=dist, wrap=(lambda model: distributed.wrap_model(model, dist)) if dist else None)
         if ckpt is None:
