@@ -26,6 +26,8 @@ _REGISTRY = {
     "11_snail": ("lesson11", "snail"),
     "12_decoder_only": ("lesson12", "decoder_only"),
     "13_tiling": ("lesson13", "tiling"),
+    "14_induction_circuit": ("lesson14", "induction_circuit"),
+    "14_rollout": ("lesson14", "rollout"),
 }
 
 NAMES = list(_REGISTRY)

@@ -63,6 +63,18 @@ def _sagan_code(run):
     return run["result"]["mean_accuracy"]["CNN + SAGAN, values C/2 (code)"]
 
 
+def _minus_icl(run):
+    return -run["result"]["icl_score"]
+
+
+def _least_sink(run):
+    return min(sum(row) / len(row) for row in run["gpt"]["sink_mass"])
+
+
+def _most_sink(run):
+    return max(sum(row) / len(row) for row in run["gpt"]["sink_mass"])
+
+
 FIGURES = [
     # 02: the seq2seq curve comes from the run that compares it with attention (lesson 03's reference run)
     Figure("02", RESULTS, "test accuracy {} at length 4, {} at 10, {} at 16, {} at 24", REF / "bahdanau.json",
@@ -121,6 +133,39 @@ FIGURES = [
     Figure("12", README, "a {} M-parameter GPT trained", REF / "lesson12_full.json", ("report.parameters/1000000",)),
     Figure("12", README, "training {} min on {} thread(s) in float32", REF / "lesson12_full.json",
            ("result.train_seconds/60", "machine.threads")),
+    Figure("14", RESULTS, "attention-only Transformer ({} parameters, {} steps on repeated random tokens): "
+                          "**phase change near step {}**, in-context learning score −{} at the end",
+           REF / "lesson14_induction.json", ("report.parameters", "report.steps", "result.phase_change_step",
+                                             _minus_icl)),
+    Figure("14", RESULTS, "loss on the second copy {} against {} on the first", REF / "lesson14_induction.json",
+           ("report.second_copy_loss", "report.first_copy_loss")),
+    Figure("14", RESULTS, "the induction head **layer {}, head {}** (zeroing it: +{} nats on the second copy), "
+                          "the previous-token head layer {}, head {} (+{})", REF / "lesson14_induction.json",
+           ("result.induction_head.0", "result.induction_head.1", "result.induction_head_effect",
+            "result.previous_token_head.0", "result.previous_token_head.1", "result.previous_token_head_effect")),
+    Figure("14", RESULTS, "its induction score falls from {} to {} when the previous-token head is removed from what "
+                          "its keys read ({} from its queries')", REF / "lesson14_induction.json",
+           ("report.composition.none", "report.composition.keys", "report.composition.queries")),
+    Figure("14", RESULTS, "best induction score {}, second copy's loss {} against {} on the first",
+           REF / "lesson14_measurements.json",
+           ("result.gpt_best_induction_score", "gpt.second_copy_loss", "gpt.first_copy_loss")),
+    Figure("14", RESULTS, "weight on position 0 {}–{} per layer (uniform {})", REF / "lesson14_measurements.json",
+           (_least_sink, _most_sink, "gpt.uniform_mass")),
+    Figure("14", RESULTS, "a cache of {} tokens: plain window {}, {} sinks + window {}, window recomputed {}",
+           REF / "lesson14_measurements.json",
+           ("gpt.cache", "result.gpt_stream_ppl.plain window", "settings.sinks", "result.gpt_stream_ppl.sinks + window",
+            "result.gpt_stream_ppl.window, recomputed")),
+    Figure("14", RESULTS, "the full cache {} on tokens 64–127", REF / "lesson14_measurements.json",
+           ("gpt.stream.full cache.ppl_up_to_max_len",)),
+    Figure("14", RESULTS, "ViT ({} steps, test accuracy {}): area under the deletion curve raw attention {}, "
+                          "**rollout {}**, input × gradient {}, random {}", REF / "lesson14_measurements.json",
+           ("vit.steps", "result.vit_accuracy", "result.deletion_area.raw attention", "result.deletion_area.rollout",
+            "result.deletion_area.input x gradient", "result.deletion_area.random")),
+    Figure("14", RESULTS, "(reference runs: training {} s on {} thread, load {} before;",
+           REF / "lesson14_induction.json",
+           ("result.train_seconds", "report.threads", "machine.load_before.0")),
+    Figure("14", RESULTS, "the measurements {} s, load {})", REF / "lesson14_measurements.json",
+           ("run_seconds", "machine.load_before.0")),
 ]
 
 

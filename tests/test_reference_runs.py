@@ -18,7 +18,8 @@ from course_utils.reference_runs import FOLDER, reference_run
 from course_utils.translation.reference import FOLDER as TRANSLATION_FOLDER
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNS = {"ntm": "ntm_copy", "bahdanau": "bahdanau", "pointer": "pointer", "transformer": "transformer"}
+RUNS = {"ntm": "ntm_copy", "bahdanau": "bahdanau", "pointer": "pointer", "transformer": "transformer",
+        "lesson14": "lesson14_measurements"}
 FILES = sorted(FOLDER.glob("*.json")) + sorted(TRANSLATION_FOLDER.glob("*.json"))
 
 

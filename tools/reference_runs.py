@@ -223,20 +223,26 @@ def _transformer(ns):
 
 def _lesson14(ns):
     """Lesson 14: what its fast mode shows of the trained models: lesson 12's GPT, the ViT, lesson 10's translator.
-    Refused unless the GPT is lesson 12's trained run; the translator's source (the trained cpu run, or the smoke
-    model when runs/cpu is missing) is recorded with its numbers and shown with them."""
+    Refused unless the GPT is lesson 12's trained run. The translator is recorded only when it is lesson 10's
+    trained cpu run; otherwise `translator` is null and `translator_not_measured` says why."""
     measured = ns["measurements"]
     if not measured["gpt"]["source"].startswith("the trained"):
         raise SystemExit("error: lesson 14's reference file needs lesson 12's trained GPT in the runs folder "
                          "(runs/language_model-full: python -m course_utils.language_model --preset full); the "
                          f"notebook measured {measured['gpt']['source']}")
-    gpt, vit = measured["gpt"], measured["vit"]
+    gpt, vit, translator = measured["gpt"], measured["vit"], measured["translator"]
+    not_measured = None
+    if not translator["source"].startswith("the trained"):     # a smoke model's numbers are no reference
+        not_measured = ("lesson 10's trained cpu run (runs/cpu/model.pt, from python -m course_utils.translation "
+                        f"--preset cpu) was not in the runs folder; the notebook measured {translator['source']}, "
+                        "which is not recorded")
+        translator = None
     return {"result": {"gpt_best_induction_score": round(max(max(row) for row in gpt["induction_scores"]), 3),
                        "gpt_second_copy_loss": round(gpt["second_copy_loss"], 3),
                        "gpt_stream_ppl": {k: v["ppl_after_cache"] for k, v in gpt["stream"].items()},
                        "vit_accuracy": round(vit["accuracy"], 3), "deletion_area": vit["area"],
-                       "translator_source": measured["translator"]["source"]},
-            **measured}
+                       "translator_source": translator["source"] if translator else None},
+            **measured, "translator": translator, "translator_not_measured": not_measured}
 
 
 LESSONS = {   # run: (notebook, the cell it runs up to, cells it skips, settings (names of its sizes cell), collect)

@@ -1,0 +1,356 @@
+"""Checks for lesson 14 (what attention heads learn): the previous-token and induction scores of a head, the
+ablation of one head, the key/value cache that keeps the attention sinks, and attention rollout. Each compares
+the learner's function with the course's reference (induction.head_scores, induction.ablation_effect,
+attention_sinks.keep_sinks_and_window, rollout.attention_rollout) on seeded random inputs, and names the
+lesson's typical mistakes, computed here as the same code with one thing wrong."""
+import torch
+
+from .. import attention_sinks as sinks_ref
+from .. import induction as ref
+from ..rollout import attention_rollout as ref_rollout
+from .core import ExerciseError, exercise, expect, expect_returns, expect_shape, randn, single_threaded
+from .evaluation import Evaluation
+
+__all__ = ["head_scores", "ablation_effect", "keep_sinks_and_window", "attention_rollout"]
+
+
+def _causal_weights(g, B, h, T, scale=2.0):
+    """(B, h, T, T) attention weights: a causal softmax of random scores (rows sum to 1 over keys <= query)."""
+    scores = randn(g, B, h, T, T, scale=scale).masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+    return scores.softmax(-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 1: previous-token and induction scores
+# ---------------------------------------------------------------------------------------------
+_PREV_SELF = ("the previous-token score reads the diagonal, weights[t, t] (the token itself): the token before t "
+              "is the key t - 1, one below the diagonal")
+_PREV_WITH_FIRST = ("the previous-token score is averaged over 2L queries: query 0 has no token before it; "
+                    "average over t = 1 .. 2L-1")
+_PREV_SECOND = ("the previous-token score is averaged over the second copy only: a previous-token head attends "
+                "to the token before in both copies; average over t = 1 .. 2L-1")
+_IND_OFF = ("the induction stripe is off by one: weights[t, t - L] is the previous occurrence of the current "
+            "token itself; an induction head attends to the token AFTER it, key t - L + 1")
+_IND_OFF_2 = ("the induction stripe is off by one: key t - L + 2 is two after the previous occurrence; the token "
+              "after it is t - L + 1")
+_IND_FIRST = ("the induction score is averaged over the first copy too: only a query in the second copy "
+              "(t = L .. 2L-1) has an earlier occurrence of its token to look back at")
+_SWAPPED = ("queries and keys are swapped: you read weights[key, query], above the diagonal, where a causal "
+            "head's weights are 0; rows are queries: weights[..., t, j] is what query t gives key j")
+
+
+def _score_variants(w, L):
+    """{name: (..)} the mistakes' scores, for weights w (..., 2L, 2L)."""
+    t1, t2 = torch.arange(1, 2 * L), torch.arange(L, 2 * L)
+    diag = torch.arange(0, 2 * L)
+    return {
+        "prev_self": w[..., diag, diag].mean(-1), "prev_self_from_1": w[..., t1, t1].mean(-1),
+        "prev_with_first": w[..., t1, t1 - 1].sum(-1) / (2 * L), "prev_second": w[..., t2, t2 - 1].mean(-1),
+        "prev_swapped": w[..., t1 - 1, t1].mean(-1),
+        "ind_off": w[..., t2, t2 - L].mean(-1), "ind_off_2": w[..., t2[:-1], t2[:-1] - L + 2].mean(-1),
+        "ind_diagonal": torch.diagonal(w, offset=-(L - 1), dim1=-2, dim2=-1).mean(-1),
+        "ind_over_all": w[..., t2, t2 - L + 1].sum(-1) / (2 * L),
+        "ind_over_all_1": w[..., t2, t2 - L + 1].sum(-1) / (2 * L - 1),
+        "ind_swapped": w[..., t2 - L + 1, t2].mean(-1)}
+
+
+@exercise("previous-token and induction scores", name="head_scores", reference=ref.head_scores)
+@single_threaded
+def head_scores(ev: Evaluation, answer):
+    """answer(weights (B, h, 2L, 2L), half_length) -> (previous, induction), each (B, h)."""
+    tests = 0
+    for seed, (B, h, L) in enumerate([(3, 2, 5), (2, 4, 6), (1, 3, 4)]):
+        w = _causal_weights(ev.rng(seed), B, h, 2 * L)
+        prev, ind = ref.head_scores(w, L)
+        result = ev.call(answer, w, L)
+        got_prev, got_ind = expect_returns(result, (prev, ind), ("previous", "induction"))
+        for got, what in ((got_prev, "the previous-token score"), (got_ind, "the induction score")):
+            expect(hasattr(got, "shape"), f"{what} should be a tensor of shape {(B, h)}, got {type(got).__name__}.")
+            expect(tuple(got.shape) not in ((h,), (B,), ()),
+                   f"{what} has shape {tuple(got.shape)}: give one score per sequence and head, shape {(B, h)} "
+                   "(average over the queries only, the last two axes are (query, key)).")
+            expect_shape(got, (B, h), what)
+        v = _score_variants(w, L)
+        ev.expect_close(got_prev, prev, f"the previous-token score (L = {L})", mistakes={
+            _SWAPPED: v["prev_swapped"], _PREV_SELF: v["prev_self"], _PREV_SELF + " ": v["prev_self_from_1"],
+            _PREV_WITH_FIRST: v["prev_with_first"], _PREV_SECOND: v["prev_second"]})
+        ev.expect_close(got_ind, ind, f"the induction score (L = {L})", mistakes={
+            _SWAPPED: v["ind_swapped"], _IND_OFF: v["ind_off"], _IND_OFF_2: v["ind_off_2"],
+            _IND_FIRST: v["ind_diagonal"], _IND_FIRST + " ": v["ind_over_all"], _IND_FIRST + "  ": v["ind_over_all_1"]})
+        tests += 1
+    # a head with a perfect stripe scores 1, and a perfect previous-token head too
+    L = 4
+    stripe = torch.zeros(1, 2, 2 * L, 2 * L)
+    stripe[0, 0, 0, 0] = 1.0
+    stripe[0, 0, torch.arange(1, 2 * L), torch.arange(0, 2 * L - 1)] = 1.0        # head 0: previous token
+    stripe[0, 1, torch.arange(L), torch.arange(L)] = 1.0                           # head 1: itself, then ...
+    stripe[0, 1, torch.arange(L, 2 * L), torch.arange(1, L + 1)] = 1.0             # ... the induction stripe
+    got_prev, got_ind = expect_returns(ev.call(answer, stripe, L), ref.head_scores(stripe, L),
+                                       ("previous", "induction"))
+    expect(torch.allclose(torch.as_tensor(got_prev).float(), torch.tensor([[1.0, 0.0]]), atol=1e-5)
+           and torch.allclose(torch.as_tensor(got_ind).float(), torch.tensor([[0.0, 1.0]]), atol=1e-5),
+           "a head that always attends to the token before must score previous = 1, and a head with a perfect "
+           "induction stripe induction = 1; yours do not (check the averaging: a mean over the queries)")
+    return tests + 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 2: ablating one head
+# ---------------------------------------------------------------------------------------------
+def _model(ev: Evaluation, seed, L):
+    """A small attention-only model with random weights, made large enough that every head matters."""
+    g = ev.rng(seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(g.integers(2 ** 31)))
+        model = ref.AttentionOnly(vocab_size=11, d_model=16, num_heads=2, num_layers=2, max_len=2 * L)
+        with torch.no_grad():
+            for layer in model.layers:
+                layer.attn.in_proj.weight.mul_(2.5)
+                layer.attn.in_proj.bias.normal_(0, 0.5)              # a trained model's biases are not 0
+                layer.attn.out_proj.weight.mul_(3.0)
+    tokens = ref.repeated_sequences(6, L, 11, torch.Generator().manual_seed(int(g.integers(2 ** 31))))
+    return model.eval(), tokens
+
+
+def _loss_with(model, tokens, L, positions, edit=None):
+    """The mean loss over `positions` of loss_per_position, with `edit(model)` -> a list of hook handles."""
+    handles = edit(model) if edit is not None else []
+    try:
+        return float(ref.loss_per_position(model, tokens)[positions].mean())
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _zero_output_rows(layer, head):
+    def edit(model):
+        attn = ref.attention_heads(model)[layer]
+        lo, hi = head * attn.d_head, (head + 1) * attn.d_head
+
+        def hook(module, args, out):
+            out = out.clone()
+            out[..., lo:hi] = 0
+            return out
+        return [attn.out_proj.register_forward_hook(hook)]
+    return edit
+
+
+def _zero_values_not_bias(layer, head):
+    def edit(model):
+        attn = ref.attention_heads(model)[layer]
+        lo = 2 * attn.d_model + head * attn.d_head                  # W_V's rows of the head in [W_Q; W_K; W_V]
+
+        def hook(module, args, out):
+            out = out.clone()
+            x = args[0]
+            out[..., lo:lo + attn.d_head] -= x @ module.weight[lo:lo + attn.d_head].T
+            return out
+        return [attn.in_proj.register_forward_hook(hook)]
+    return edit
+
+
+def _ablate(layer, head):
+    def edit(model):
+        context = ref.ablate_heads(model, [(layer, head)])
+        context.__enter__()
+
+        class Handle:
+            def remove(self):
+                context.__exit__(None, None, None)
+        return [Handle()]
+    return edit
+
+
+def _ablation_variants(model, tokens, L, layer, head):
+    second, whole, early = slice(L, 2 * L - 1), slice(0, 2 * L - 1), slice(L - 1, 2 * L - 1)
+    clean = {k: _loss_with(model, tokens, L, s) for k, s in (("second", second), ("whole", whole), ("early", early))}
+    ablated = lambda s, edit: _loss_with(model, tokens, L, s, edit)          # noqa: E731
+    right = ablated(second, _ablate(layer, head))
+    out = {
+        "sign": clean["second"] - right, "ablated_only": right,
+        "whole": ablated(whole, _ablate(layer, head)) - clean["whole"],
+        "early": ablated(early, _ablate(layer, head)) - clean["early"],
+        "rows": ablated(second, _zero_output_rows(layer, head)) - clean["second"],
+        "values": ablated(second, _zero_values_not_bias(layer, head)) - clean["second"],
+        "other_head": ablated(second, _ablate(layer, 1 - head)) - clean["second"],
+        "other_layer": ablated(second, _ablate(1 - layer, head)) - clean["second"]}
+    return right - clean["second"], out
+
+
+_ABL = {
+    "sign": "the sign is reversed: the increase is the loss WITH the head zeroed minus the loss with every head",
+    "ablated_only": "this is the loss with the head zeroed; the exercise asks how much it RISES: subtract the loss "
+                    "of the intact model",
+    "whole": "the loss is averaged over the whole sequence: measure it on the second copy only (its tokens after "
+             "the first), where only an induction circuit can help",
+    "early": "the second copy's loss includes its first token, which nothing can predict (nothing says the repeat "
+             "starts there): average over targets L+1 .. 2L-1, i.e. the losses at positions L .. 2L-2",
+    "rows": "you zeroed the head's slice of W_O's OUTPUT (d_model features that every head writes to); the "
+            "head's own output is its slice of W_O's INPUT, features head·d_head .. (head+1)·d_head",
+    "values": "you zeroed the head's rows of W_V but not its bias: the head still writes W_O·b_V; zero its "
+              "output instead (its slice of W_O's input)",
+    "other_head": "the effect is another head's: heads are counted from 0 within the layer",
+    "other_layer": "the effect is another layer's head: layers are counted from 0 (model.layers[layer])",
+}
+
+
+def _no_hooks_left(model):
+    for module in model.modules():
+        if module._forward_pre_hooks or module._forward_hooks:
+            return False
+    return True
+
+
+@exercise("ablating one head", name="ablation_effect", reference=ref.ablation_effect)
+@single_threaded
+def ablation_effect(ev: Evaluation, answer):
+    """answer(model, tokens (B, 2L), layer, head, half_length) -> the rise of the second copy's loss (a float)."""
+    tests = 0
+    for seed, cases in enumerate([[(1, 0), (0, 1)], [(1, 1), (0, 0)]]):
+        L = 5 + seed
+        model, tokens = _model(ev, seed, L)
+        before = {k: v.clone() for k, v in model.state_dict().items()}
+        for layer, head in cases:
+            expected, variants = _ablation_variants(model, tokens, L, layer, head)
+            got = ev.call(answer, model, tokens, layer, head, L)
+            expect(got is not None, "your function returned nothing: return the increase of the loss (a number).")
+            expect(_no_hooks_left(model), "a hook is still registered on the model after your function returned: "
+                                          "the head stays zeroed for everyone after you; remove it (handle.remove(), "
+                                          "in a try/finally) before returning")
+            changed = [k for k, v in model.state_dict().items() if not torch.equal(v, before[k])]
+            expect(not changed, f"your function changed the model's weights ({', '.join(changed[:2])}): the head "
+                                "stays zeroed after you return. Zero it on a copy (copy.deepcopy(model)), or with a "
+                                "hook that you remove, or put the weights back")
+            got = torch.as_tensor(got, dtype=torch.float64).reshape(-1)
+            expect(got.numel() == 1, f"return one number (the increase of the mean loss), got {got.numel()} values")
+            ev.expect_close(got[0], torch.tensor(expected, dtype=torch.float64),
+                            f"the loss increase of layer {layer}, head {head}", atol=1e-4, rtol=1e-3,
+                            mistakes={_ABL[k]: torch.tensor(v, dtype=torch.float64) for k, v in variants.items()})
+            tests += 1
+    return tests
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 3: the cache that keeps the attention sinks
+# ---------------------------------------------------------------------------------------------
+def _cut(x, sinks, window, kind, dim=-2):
+    t = x.size(dim)
+    first = x.narrow(dim, 0, min(sinks, t))
+    last = lambda n: x.narrow(dim, max(t - n, 0), min(n, t))             # noqa: E731
+    return {"plain": last(window), "plain_total": last(sinks + window), "short": last(window - 1),
+            "long": last(window + 1), "reversed": torch.cat([last(window), first], dim),
+            "oldest": x.narrow(dim, 0, min(sinks + window, t)),
+            "short_sinks_long": torch.cat([first, last(window)], dim) if t <= sinks + window else None,
+            "axis": torch.cat([first, last(window)], dim)}[kind]
+
+
+_SINK = {
+    "plain": "the first positions (the sinks) are gone: this is a plain sliding window; keep the first `sinks` "
+             "positions AND the last `window`",
+    "plain_total": "the first positions (the sinks) are gone: you kept the last sinks + window positions; keep "
+                   "the first `sinks` and the last `window`",
+    "short": "the window is one position short: keep the LAST `window` positions (t - window .. t - 1)",
+    "long": "the window is one position too long: keep the last `window` positions (t - window .. t - 1)",
+    "reversed": "the sinks come after the window: keep the positions in their order, the sinks first (the cache's "
+                "positions 0 .. sinks-1), then the window",
+    "oldest": "you kept the OLDEST positions: the window is the last `window` positions, the newest ones",
+    "short_sinks_long": "positions repeated: when the cache holds no more than sinks + window positions, nothing "
+                        "is evicted: return it unchanged",
+    "axis": "the cache is cut along the wrong axis: k and v are (B, heads, t, d_head), the positions are axis -2",
+}
+
+
+@exercise("a key/value cache that keeps the attention sinks", name="keep_sinks_and_window",
+          reference=sinks_ref.keep_sinks_and_window)
+@single_threaded
+def keep_sinks_and_window(ev: Evaluation, answer):
+    """answer(k, v (B, h, t, d), sinks, window) -> (k, v): the first `sinks` positions and the last `window`."""
+    tests = 0
+    for seed, (t, s, w) in enumerate([(20, 4, 8), (15, 0, 6), (13, 2, 10), (10, 4, 8), (12, 4, 8), (9, 3, 1)]):
+        g = ev.rng(seed)
+        B, h, d = 2, 3, 5
+        k = torch.arange(t, dtype=torch.float32)[:, None] + 0.01 * randn(g, B, h, t, d)   # key i holds about i
+        v = randn(g, B, h, t, d)
+        want_k, want_v = sinks_ref.keep_sinks_and_window(k, v, s, w)
+        got_k, got_v = expect_returns(ev.call(answer, k, v, s, w), (want_k, want_v), ("k", "v"))
+        for got, want, x, what in ((got_k, want_k, k, "the keys k"), (got_v, want_v, v, "the values v")):
+            expect(hasattr(got, "shape"), f"{what} should be a tensor, got {type(got).__name__}")
+            mistakes = {}
+            for kind in ("short_sinks_long", "plain", "plain_total", "short", "long", "reversed", "oldest"):
+                wrong = _cut(x, s, w, kind)
+                if wrong is not None and not (wrong.shape == want.shape and torch.allclose(wrong, want)):
+                    mistakes.setdefault(_SINK[kind], wrong)
+            for dim in (1, -1):
+                wrong = _cut(x, s, w, "axis", dim)
+                if wrong.shape != want.shape:
+                    mistakes.setdefault(_SINK["axis"], wrong)
+            if want.shape != x.shape:
+                mistakes.setdefault(f"{what} are not cut: evict the same positions from k and from v", x)
+            ev.expect_close(got, want, f"{what} (t = {t}, sinks = {s}, window = {w})", mistakes=mistakes)
+        tests += 1
+    return tests
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 4: attention rollout
+# ---------------------------------------------------------------------------------------------
+def _rollout_variant(maps, kind):
+    eye = torch.eye(maps.size(-1))
+    out = None
+    heads = {"max": lambda a: a.amax(1), "sum": lambda a: a.sum(1), "first": lambda a: a[:, 0]}
+    for layer in maps:
+        a = heads.get(kind, lambda a: a.mean(1))(layer)
+        if kind == "no_residual":
+            pass
+        elif kind == "unnormalised":
+            a = eye + a
+        elif kind != "residual_once":
+            a = 0.5 * eye + 0.5 * a
+            a = a / a.sum(-1, keepdim=True)
+        if out is None:
+            out = a
+        elif kind == "reversed":
+            out = out @ a
+        elif kind in ("last", "first_layer"):
+            out = a if kind == "last" else out
+        else:
+            out = a @ out
+    if kind == "residual_once":
+        out = 0.5 * eye + 0.5 * out
+    return out
+
+
+_ROLL = {
+    "reversed": "the layers are multiplied in the wrong order: R = Ã_N ... Ã_2 Ã_1, the last layer on the LEFT "
+                "(rollout = Ã_l @ rollout, layer after layer)",
+    "no_residual": "the residual connection is missing: each layer is Ã = 0.5·I + 0.5·A (A averaged over the "
+                   "heads), not A alone",
+    "unnormalised": "Ã = I + A has rows that sum to 2: use 0.5·I + 0.5·A, or renormalise each row to sum to 1",
+    "residual_once": "the residual is added once, to the product: it belongs to every layer, Ã_l = 0.5·I + "
+                     "0.5·A_l, before the product",
+    "max": "the heads are combined by their maximum: average them (mean over the head axis)",
+    "sum": "the heads are summed: average them (mean over the head axis)",
+    "first": "only the first head is used: average every layer's heads",
+    "last": "this is the last layer's Ã alone: roll out through the whole stack, R = Ã_N ... Ã_1",
+    "first_layer": "this is the first layer's Ã alone: roll out through the whole stack, R = Ã_N ... Ã_1",
+}
+
+
+@exercise("attention rollout", name="attention_rollout", reference=ref_rollout)
+@single_threaded
+def attention_rollout(ev: Evaluation, answer):
+    """answer(maps (N, B, h, T, T)) -> R (B, T, T) = Ã_N ... Ã_1, Ã = 0.5 I + 0.5 mean over heads."""
+    tests = 0
+    for seed, (N, B, h, T) in enumerate([(3, 2, 4, 5), (2, 3, 2, 6), (4, 1, 3, 4)]):
+        maps = randn(ev.rng(seed), N, B, h, T, T, scale=2.0).softmax(-1)
+        want = ref_rollout(maps)
+        got = ev.call(answer, maps)
+        if hasattr(got, "shape") and tuple(got.shape) != (B, T, T):
+            wrong = "(h, T, T)" if tuple(got.shape) == (h, T, T) else None
+            raise ExerciseError(f"the rollout has shape {tuple(got.shape)}, expected (B, T, T) = {(B, T, T)}"
+                                + (f" : it looks like {wrong}: average each layer over its HEADS (axis 1 of a "
+                                   "layer's (B, h, T, T)), not over the batch" if wrong else "."))
+        mistakes = {_ROLL[k]: _rollout_variant(maps, k) for k in _ROLL}
+        ev.expect_close(got, want, f"the rollout (N = {N} layers)", mistakes=mistakes)
+        tests += 1
+    return tests
