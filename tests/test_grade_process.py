@@ -203,3 +203,17 @@ def test_withheld_references_never_enter_the_sandbox_and_the_solutions_still_pas
     assert all(r["outcome"] == "passed" for r in rows if r["learner"] == "solved"), rows
     (reader,) = [r["message"] for r in rows if r["learner"] == "reader"]
     assert "SOURCE def weighted_sum(*args, **kwargs)" in reader and "weights @ vectors" not in reader, reader
+
+
+def test_a_long_temporary_folder_keeps_the_sockets_short(tmp_path):
+    """A unix socket's path has at most 107 bytes: under a long TMPDIR the io folder (the kernel's and the
+    judge's sockets) goes to a short folder of its own, removed afterwards."""
+    from course_utils.checks.grading.launch import SOCKET_PATH_MAX, _io_folder
+
+    deep = tmp_path / ("x" * 120)
+    deep.mkdir()
+    with _io_folder(deep) as io:
+        assert io.is_dir() and len(str(io / "judge.sock")) <= SOCKET_PATH_MAX
+    assert not io.exists()
+    with _io_folder(tmp_path) as io:          # a short one: inside the notebook's temporary folder
+        assert io == tmp_path / "io" or len(str(tmp_path / "io" / "judge.sock")) > SOCKET_PATH_MAX

@@ -50,6 +50,25 @@ def _kill_group(pid):
             os.killpg(pid, signal.SIGKILL)
 
 
+SOCKET_PATH_MAX = 100    # a unix socket's path has at most 107 bytes (Linux): the io folder's sockets must fit
+
+
+@contextlib.contextmanager
+def _io_folder(tmp):
+    """The notebook's io folder (the kernel's and the judge's unix sockets): in its temporary folder, or, where
+    that folder's path is too long for a socket (a long TMPDIR), in a short folder of its own under /tmp."""
+    io = tmp / "io"
+    if len(str(io / "judge.sock")) <= SOCKET_PATH_MAX or not os.access("/tmp", os.W_OK):
+        io.mkdir()
+        yield io
+        return
+    short = Path(tempfile.mkdtemp(prefix="cg-", dir="/tmp"))
+    try:
+        yield short
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
+
+
 def _kill_kernel(tmp):
     with contextlib.suppress(OSError, ValueError):
         _kill_group(int((Path(tmp) / "kernel.pid").read_text()))
@@ -99,13 +118,12 @@ def grade_notebook(sub, checks, timeout=600, cell_timeout=300, check_timeout=60,
         raise Stopped()
     grader_root, limits = str(grader_root or PACKAGE_ROOT), limits or sandbox.Limits()
     package = str(package or grader_root)
-    with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp, _io_folder(Path(tmp)) as io:
         tmp = Path(tmp)
-        (tmp / "io").mkdir()
         spec = {"notebook": str(sub.path), "folder": str(sub.path.parent), "lesson": sub.lesson, "kernel": kernel,
                 "timeout": timeout, "cell_timeout": cell_timeout, "check_timeout": check_timeout,
                 "result": str(tmp / "result.json"), "pid_file": str(tmp / "kernel.pid"),
-                "kernel_log": str(tmp / "kernel.log"), "io_dir": str(tmp / "io"), "submission": str(tmp / "submission"),
+                "kernel_log": str(tmp / "kernel.log"), "io_dir": str(io), "submission": str(tmp / "submission"),
                 "package": package, "sandbox": bool(sandboxed), "names": [c.learner_name for c in checks],
                 "uid": sandbox.new_uid() if sandboxed else None, "limits": list(limits),
                 "data": str(sandbox.data_folder() or "") or None}
