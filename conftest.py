@@ -88,15 +88,23 @@ def pytest_xdist_auto_num_workers(config):
 
 # The heaviest groups start first (about their minutes on 2 busy cores), so that no worker is left with a long
 # one at the end; the others keep their order.
-_HEAVY = {"tests/test_grade_clone.py": 10, "site": 8, "browser": 8}
+_HEAVY = {"tests/test_grade_clone.py": 10, "site": 8, "browser": 8, "grader": 6}
+
+
+# The grader's tests that start sandboxes, a fork bomb and a memory hog among them, and time a Ctrl-C: one
+# after the other, never beside each other.
+_GRADER = {"tests/test_grade.py", "tests/test_grade_class.py", "tests/test_grade_process.py",
+           "tests/test_sandbox_user.py", "tests/test_grade_probes.py"}
 
 
 def _group(path):
     """The worker group of a test file (a path from the repository root): the file itself (a notebook's cells
     run in order, in one kernel), the browser tests together (one JupyterLab server), the website's tests
-    together (one build)."""
+    together (one build), the grader's sandbox tests together."""
     if path in ("tests/test_site.py", "tests/browser/test_site.py"):
         return "site"
+    if path in _GRADER:
+        return "grader"
     if path.startswith("tests/browser/"):
         return "browser"
     return path

@@ -81,7 +81,7 @@ def test_ctrl_c_ends_every_process_and_removes_every_temporary_folder(tmp_path):
         started = _descendants(grader.pid)
         assert len(started) >= 10, started     # 2 x (worker, sh/bwrap, sandbox init, kernel, sleep, daemon, ...)
         os.killpg(grader.pid, signal.SIGINT)   # what a terminal does on Ctrl-C
-        output, _ = grader.communicate(timeout=120)
+        output, _ = grader.communicate(timeout=240)   # (2 busy cores: the kernels take a while to end)
     finally:
         if grader.poll() is None:
             os.killpg(grader.pid, signal.SIGKILL)
