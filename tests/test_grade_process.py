@@ -64,6 +64,12 @@ time.sleep(1000)
 """
 
 
+def _ctrl_c_as_in_a_terminal():
+    """The grader's Ctrl-C as in a terminal: a test worker (pytest-xdist's) ignores SIGINT, and a program started
+    with SIGINT ignored keeps ignoring it (as under nohup); the grader is started with the default."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_ends_every_process_and_removes_every_temporary_folder(tmp_path):
     klass, tmpdir = tmp_path / "class", tmp_path / "tmp"
     tmpdir.mkdir()
@@ -71,7 +77,8 @@ def test_ctrl_c_ends_every_process_and_removes_every_temporary_folder(tmp_path):
         notebook(klass / learner / "00_welcome.ipynb", answer(RIGHT), BACKGROUND)
     grader = subprocess.Popen([sys.executable, "-P", "-m", "course_utils.checks.grading", str(klass), "--out",
                                str(tmp_path / "g.csv"), "--jobs", "2"], env=_env(TMPDIR=str(tmpdir)),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                              preexec_fn=_ctrl_c_as_in_a_terminal)
     try:
         deadline = time.monotonic() + 240
         while len(list(tmpdir.glob("course-grade-*/kernel.pid"))) < 2 and time.monotonic() < deadline:
