@@ -21,6 +21,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -374,6 +375,73 @@ def test_nothing_the_kernel_sends_is_trusted():
     assert status == "error" and "not data" in message
 
 
+def test_a_reply_over_the_limit_is_refused_unkept_and_the_kernel_stopped():
+    """A kernel that floods the judge's socket (a learner's function writing into it) cannot make the worker
+    grow: past REPLY_LIMIT the judge stops reading, drops what it read and stops the kernel; `error`."""
+    checks = exercises()["00"]
+    killed = []
+
+    class Flooder(kernel_side.Server):
+        def reply(self, request):
+            if request.get("op") == "call":
+                return "[" + "0," * ((channels.REPLY_LIMIT >> 1) + (1 << 20)) + "0]"
+            return super().reply(request)
+
+    with tempfile.TemporaryDirectory() as io_dir:
+        channel = channels.Channel.listen(io_dir, kill=lambda: killed.append(True))
+        server = Flooder({"weighted_sum": lambda w, v: w @ v}, {})
+
+        def serve():
+            with contextlib.suppress(OSError):   # (the judge hangs up on it)
+                server.serve(channel.path, channel.token)
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        assert channel.accept(30)
+        status, message = judge.judge(channel, checks, 60)["weighted_sum"]
+        kept = len(channel.buffer)
+        channel.close()
+        thread.join(30)
+    assert status == "error" and "reply over 64 MiB (refused)" in message and killed, message
+    assert kept < (1 << 20)
+
+
+def test_a_token_line_over_the_limit_is_no_connection():
+    with tempfile.TemporaryDirectory() as io_dir:
+        channel = channels.Channel.listen(io_dir, kill=lambda: None)
+
+        def flood():
+            with socket.socket(socket.AF_UNIX) as s:
+                s.connect(channel.path)
+                with contextlib.suppress(OSError):
+                    s.sendall(b"x" * (channels.REPLY_LIMIT + (2 << 20)))
+
+        thread = threading.Thread(target=flood, daemon=True)
+        thread.start()
+        assert channel.accept(30) is False
+        channel.close()
+        thread.join(30)
+
+
+def test_a_name_that_is_not_utf8_and_a_message_with_escapes_are_written_safely(tmp_path):
+    """A learner folder whose name is not UTF-8 (b"\\xff"), and an exception message carrying terminal escapes
+    and a lone surrogate: the CSV is written (before: UnicodeEncodeError, no CSV for the class), the printed
+    lines carry neither."""
+    from course_utils.checks.grading.report import printable
+
+    name = os.fsdecode(b"bad\xff\xfename")
+    message = "raised ValueError: \x1b]52;c;cHduZWQ=\x07\x1b[2J \ud800\nline 2"
+    rows = [G.Row(name, "00", "weighted_sum", "wrong", message)]
+    G.write_csv(rows, tmp_path / "g.csv")
+    got = _rows(tmp_path / "g.csv")[0]
+    assert got["learner"] == "bad\\xff\\xfename"
+    assert "\x1b" not in got["message"] and "\x07" not in got["message"] and "\\x1b]52" in got["message"]
+    assert "\\ud800" in got["message"] and "\nline 2" in got["message"]   # (line breaks kept)
+    shown = printable(f"error: {name}: " + G.summary_table(rows))
+    shown.encode("utf-8")   # (no lone surrogate: printing it cannot fail)
+    assert "bad\\xff\\xfename" in shown
+
+
 # ---------------------------------------------------------------------------------------------
 # Paths, links and names: whatever a submission is, the class is graded
 # ---------------------------------------------------------------------------------------------
@@ -392,6 +460,25 @@ def test_a_path_is_never_taken_for_an_option(tmp_path, monkeypatch, capsys):
     assert not graded
     assert command.main(["--", "--no-sandbox", "alice"]) == 0
     assert graded[0][0][0] == ["--no-sandbox", "alice"] and graded[0][1]["sandboxed"] is True
+
+
+@pytest.mark.parametrize("name", ["--timeout=1", "--out=stolen.csv", "--jobs=64", "--no-sand"])
+def test_a_path_with_an_options_value_is_never_taken_for_an_option(tmp_path, monkeypatch, capsys, name):
+    """A learner folder named `--timeout=1` would give every notebook of the class one second (and
+    `--out=...` would move the CSV): refused like `--no-sandbox`, with the same advice."""
+    from course_utils.checks.grading import command
+
+    (tmp_path / name).mkdir()
+    (tmp_path / "alice").mkdir()
+    monkeypatch.chdir(tmp_path)
+    graded = []
+    monkeypatch.setattr(command, "grade", lambda *args, **kwargs: graded.append((args, kwargs)) or 0)
+    assert command.main(sorted(os.listdir("."))) == 2
+    assert f"{name!r} is an option of the grader AND a file or folder here" in capsys.readouterr().err
+    assert not graded
+    assert command.main(["--", name, "alice"]) == 0
+    args, kwargs = graded[0]
+    assert args[:3] == ([name, "alice"], "grades.csv", 600) and kwargs["sandboxed"] is True
 
 
 def test_links_in_a_class_folder_are_graded_error_and_loops_never_stop_it(tmp_path):

@@ -78,6 +78,9 @@ attempt("list /etc", lambda: sorted(os.listdir("/etc")))
 attempt("user", lambda: os.getuid())
 attempt("processes", lambda: sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
 attempt("io folders", lambda: sorted(glob.glob(IO_ROOT + "/course-grade-*/io/kernel.json")))
+mine = glob.glob(IO_ROOT + "/course-grade-*/io/kernel.json")[:1]
+attempt("write into the io folder", lambda: open(os.path.join(os.path.dirname(mine[0]), "planted"), "w").write("x"))
+attempt("write the connection file", lambda: open(mine[0], "a").write(" " * 4096))
 def unix():
     with socket.socket(socket.AF_UNIX) as s:
         s.connect(HOST_SOCKET)
@@ -98,6 +101,50 @@ def bomb():
             time.sleep(3600)
 bomb()
 """
+# the learner's own `ipykernel_launcher.py`: Python, started in the learner's folder, would run it AS the kernel,
+# before the grader's first cell (it then plants a file in the io folder, on the grader's disk)
+PREBOOT_LAUNCHER = r"""
+import os, sys
+open("/tmp/preboot-ran", "w").write("ran")
+conn = sys.argv[sys.argv.index("-f") + 1]
+with open(os.path.join(os.path.dirname(conn), "planted-before-boot"), "w") as f:
+    f.write("x" * (1 << 20))
+sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]
+from ipykernel import kernelapp
+kernelapp.launch_new_instance()
+"""
+PREBOOT = """
+import glob, json, os
+import helper_module   # (the learner's own module, beside the notebook: imported as in Jupyter)
+PREBOOT = {"ran": os.path.exists("/tmp/preboot-ran"), "helper": helper_module.X,
+           "io": sorted(os.path.basename(p) for p in glob.glob(IO_ROOT + "/course-grade-*/io/*"))}
+"""
+# while the judge calls it, the learner's function writes 1.5 GiB into the judge's socket (no line break)
+FLOOD = """
+def weighted_sum(weights, vectors):
+    import gc, socket
+    for o in gc.get_objects():
+        if isinstance(o, socket.socket) and o.family == socket.AF_UNIX:
+            try:
+                if "judge" in str(o.getpeername()):
+                    chunk = b"x" * (1 << 24)
+                    for _ in range(96):
+                        o.sendall(chunk)
+            except OSError:
+                pass
+    return weights @ vectors
+"""
+# one iopub message of 64 frames of 48 MiB (each under zmq's 64 MiB limit, which is per frame): zmq receives it
+# whole into the worker, outside the sandbox
+FRAMES = """
+kernel = get_ipython().kernel
+big = b"q" * (48 << 20)
+kernel.session.send(kernel.iopub_socket, "stream", {"name": "stdout", "text": "hi"}, buffers=[big] * 64,
+                    parent=kernel.get_parent())
+import time
+time.sleep(5)
+"""
+NOT_UTF8 = os.fsdecode(b"bytes\xff\xfe")   # a learner folder whose name is not UTF-8
 MEMORY_HOG = """
 try:
     hog = bytearray(16 << 30)
@@ -172,7 +219,7 @@ class Bait:
         self.unix.close()
 
 
-def attack_class(klass, spy, only=None):
+def attack_class(klass, spy, only=None, io_root=""):
     """The learners of the attack class (lesson 00, and a real lesson 08 in `solved`); `only`: these learners."""
     learners = {
         "solved": [answer(RIGHT), CHECK],
@@ -245,11 +292,20 @@ def attack_class(klass, spy, only=None):
         ESCAPED: [answer(RIGHT)],
         FORGED: [answer(WRONG)],
         "--no-sandbox": [answer(RIGHT)],
+        "preboot": [PREBOOT.replace("IO_ROOT", repr(str(io_root))),
+                    answer("raise RuntimeError('PREBOOT ' + json.dumps(PREBOOT))\n")],
+        "flood": [FLOOD],
+        "frames": [answer(RIGHT), FRAMES, CHECK],
+        NOT_UTF8: [answer("raise ValueError('cleared\\x1b[2J\\x1b]52;c;cHduZWQ=\\x07 \\ud800')\n")],
     }
     for learner, cells in learners.items():
         if only is None or learner in only:
             notebook(klass / learner / "00_welcome.ipynb", *cells)
     shutil.copy(next((ROOT / "solutions").glob("08_*.ipynb")), klass / "solved")
+    if only is None or "preboot" in only:
+        (klass / "preboot" / "ipykernel_launcher.py").write_text(PREBOOT_LAUNCHER)
+        (klass / "preboot" / "helper_module.py").write_text("X = 42\n")
+    os.mkfifo(klass / "solved" / "a-named-pipe")   # (neither a file nor a folder: not copied, not an error)
     if only is not None:
         return learners
     (klass / "linked").symlink_to(klass / "solved", target_is_directory=True)     # another learner's folder
@@ -285,7 +341,7 @@ def grade_class(base, run=in_process, instructor_home=None, prepare=None, only=N
     klass, io_root = base / "class", base / "tmp"
     io_root.mkdir()
     bait = Bait(base)
-    attack_class(klass, bait.spy(io_root, instructor_home or Path.home()), only)
+    attack_class(klass, bait.spy(io_root, instructor_home or Path.home()), only, io_root)
     package = Path(core.__file__).with_name("lesson00.py")
     before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in [package, *(klass.rglob("*.ipynb"))]
               if not p.is_symlink()}
@@ -319,7 +375,7 @@ def outcome(attacked, learner):
 # What every run of the attack class must show (this file: as root in CI; test_sandbox_user.py: a normal user)
 # ---------------------------------------------------------------------------------------------
 # the learners these checks need (a normal user's run grades only them)
-CHECKED = ("solved", "wrong", "untouched", "--no-sandbox", "spy", "forkbomb", "forkbomb_neighbour", "hog")
+CHECKED = ("solved", "wrong", "untouched", "--no-sandbox", "spy", "forkbomb", "forkbomb_neighbour", "hog", "preboot")
 
 
 def check_graded(attacked):
@@ -343,6 +399,9 @@ def check_sandbox(attacked, user, home=None, python=None):
                     "new file in the package", "read /etc/shadow", "read the instructor's file", "host socket",
                     "network"):
         assert seen[attempt][0] == "failed", f"{attempt}: {seen[attempt]}"
+    if user == 0:   # (as a normal user, the io folder is the instructor's own: docs/instructors.md)
+        for attempt in ("write into the io folder", "write the connection file"):
+            assert seen[attempt][0] == "failed", f"{attempt}: {seen[attempt]}"
     # ("write outside" and "create in class folder" may succeed inside the sandbox, in its own memory, where
     # the path lies under its /tmp: nothing reaches the disk, as the end of this check shows.)
     assert seen["list class folder"] == ["ok", "['spy']"]                  # the others are not even listed
@@ -375,6 +434,18 @@ def check_limits(attacked):
     assert outcome(attacked, "forkbomb_neighbour")[0] == "passed", outcome(attacked, "forkbomb_neighbour")
     assert outcome(attacked, "hog")[0] == "wrong" and "MEMORY MemoryError" in outcome(attacked, "hog")[1]
     assert ("00", "weighted_sum") in attacked["grades"]["forkbomb"]
+
+
+def check_preboot(attacked):
+    """The learner's own `ipykernel_launcher.py` does not run (the kernel starts with -P, Python 3.11 and later),
+    so nothing of the learner's runs before the grader's first cell; its own modules still import."""
+    result, message = outcome(attacked, "preboot")
+    assert "PREBOOT " in message, message
+    got = json.loads(message.split("PREBOOT ", 1)[1].split("\n")[0])
+    assert got["helper"] == 42, got
+    assert "planted-before-boot" not in got["io"], got
+    if sys.version_info >= (3, 11):
+        assert got["ran"] is False, got
 
 
 def test_the_class_is_graded_and_the_table_printed(attacked):
@@ -447,3 +518,22 @@ def test_names_are_printed_safely(attacked):
     assert not any(part.startswith("[1∕1]") for line in attacked["lines"] for part in re.split("[\n\r]", line))
     assert attacked["grades"][one_line(ESCAPED)][("00", "weighted_sum")][0] == "passed"
     assert attacked["grades"][one_line(FORGED)][("00", "weighted_sum")][0] == "wrong"
+
+
+def test_no_code_of_the_learners_folder_runs_before_the_grader(attacked):
+    check_preboot(attacked)
+
+
+def test_what_a_notebook_sends_the_grader_is_bounded(attacked):
+    """A learner's function that floods the judge's socket, and a notebook that sends one message of 3 GiB in
+    frames each under zmq's limit: `error`, saying so; the worker outside the sandbox keeps neither."""
+    result, message = outcome(attacked, "flood")
+    assert result == "error" and "a reply over 64 MiB (refused)" in message, message
+    result, message = outcome(attacked, "frames")
+    assert result == "error" and "sent the grader more than it keeps" in message, message
+
+
+def test_a_name_that_is_not_utf8_and_an_escaped_message_are_written(attacked):
+    result, message = attacked["grades"][one_line(NOT_UTF8)][("00", "weighted_sum")]
+    assert result == "wrong" and "cleared\\x1b[2J\\x1b]52" in message and "\\ud800" in message, message
+    assert "bytes\\xff\\xfe" in attacked["log"]

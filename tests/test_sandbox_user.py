@@ -21,6 +21,7 @@ from tests.test_grade_class import (
     TIMEOUT,
     check_graded,
     check_limits,
+    check_preboot,
     check_sandbox,
     grade_class,
 )
@@ -123,3 +124,7 @@ def test_as_a_user_the_sandbox_is_an_allow_list(as_a_user):
 
 def test_as_a_user_a_fork_bomb_and_a_memory_hog_do_not_fail_the_learner_beside_them(as_a_user):
     check_limits(as_a_user)
+
+
+def test_as_a_user_no_code_of_the_learners_folder_runs_before_the_grader(as_a_user):
+    check_preboot(as_a_user)

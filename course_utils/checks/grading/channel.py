@@ -20,6 +20,7 @@ from .remote import Remote, _grad_link, _learner_exception, _Sender, _write_back
 GRACE = 10              # seconds the kernel gets to answer an interrupt before it is killed
 STARTUP = 120           # seconds for a kernel to start, and for the grading cell to connect
 SEED_RANGE = 2 ** 30    # the secret seed offset is drawn below this
+REPLY_LIMIT = 64 << 20  # bytes: a longer line from the kernel is refused (the kernel is stopped), never kept
 
 
 class CheckTimeout(BaseException):
@@ -42,7 +43,7 @@ class Channel:
 
     def __init__(self, server, path, token, kill):
         self.server, self.path, self.token, self.kill = server, path, token, kill
-        self.connection, self.buffer, self.number, self.pid = None, b"", 0, None
+        self.connection, self.buffer, self.number, self.pid = None, bytearray(), 0, None
         self.deadline, self.limit = None, None
         self.proxies = {}
         self.dead = None
@@ -69,7 +70,10 @@ class Channel:
             creds = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
             self.pid = struct.unpack("3i", creds)[0] or None
         self.connection = connection
-        line = self._line(time.monotonic() + timeout)
+        try:
+            line = self._line(time.monotonic() + timeout)
+        except KernelGone:   # (it hung up, or sent more than a token)
+            return False
         return line is not None and line.decode("utf-8", "replace").strip() == self.token
 
     def give_up(self):
@@ -89,8 +93,18 @@ class Channel:
                 sock.close()
 
     def _line(self, until):
-        """The next line from the kernel, or None when `until` (monotonic) passed or it hung up."""
-        while b"\n" not in self.buffer:
+        """The next line from the kernel, or None when `until` (monotonic) passed or it hung up. A line longer
+        than REPLY_LIMIT is not kept: the kernel is stopped (KernelGone), so what it sends cannot make this
+        process grow."""
+        scanned = 0
+        while True:
+            end = self.buffer.find(b"\n", scanned)
+            if end >= 0:
+                break
+            scanned = len(self.buffer)
+            if scanned > REPLY_LIMIT:
+                self.buffer = bytearray()
+                self._stop(f"sent the grader a reply over {REPLY_LIMIT >> 20} MiB (refused)")
             left = until - time.monotonic()
             if left <= 0:
                 return None
@@ -105,7 +119,8 @@ class Channel:
                 self.dead = self.dead or "the kernel hung up (it died, or the notebook closed the grader's connection)"
                 raise KernelGone(self.dead)
             self.buffer += chunk
-        line, self.buffer = self.buffer.split(b"\n", 1)
+        line = bytes(self.buffer[:end])
+        del self.buffer[:end + 1]
         return line
 
     def _send(self, request):

@@ -171,7 +171,7 @@ def grade(args, out="grades.csv", timeout=600, cell_timeout=300, check_timeout=6
     if rows:
         try:
             write_csv(rows, out)
-        except OSError as error:
+        except (OSError, ValueError) as error:   # (ValueError: a text that cannot be written; none should be)
             say(f"error: could not write {out}: {error}")
             failed.append(out)
         say()
@@ -185,12 +185,12 @@ def grade(args, out="grades.csv", timeout=600, cell_timeout=300, check_timeout=6
 
 
 def _looks_like_an_option(argv):
-    """The first argument that is an option here AND names an existing file or folder (`--no-sandbox`
-    from a shell glob), or None: a path is never taken for an option."""
+    """The first argument that is an option here AND names an existing file or folder (`--no-sandbox`, or
+    `--timeout=1`, from a shell glob), or None: a path is never taken for an option."""
     for arg in argv:
         if arg == "--":
             return None
-        if arg.startswith("-") and os.path.lexists(arg.split("=", 1)[0] if arg.startswith("--") else arg):
+        if arg.startswith("-") and (os.path.lexists(arg) or os.path.lexists(arg.split("=", 1)[0])):
             return arg
     return None
 

@@ -67,6 +67,8 @@ def boot(module, names, shell):
     what the notebook defines under the exercises' `names`."""
     module.defined = remember(names, shell)
     sys.modules[module.__name__] = module
+    if getattr(sys.flags, "safe_path", False) and os.getcwd() not in sys.path:   # (the kernel ran with -P)
+        sys.path.insert(0, os.getcwd())   # the notebook imports from its folder, as in Jupyter
 
 
 def serve_judge(path, token, shell):

@@ -11,6 +11,7 @@ first process is in it; when it dies, every process of the sandbox does). The te
 notebook is removed when its worker has ended, whatever happened.
 """
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -85,16 +86,34 @@ def stop_all():
         _kill_kernel(tmp)
 
 
+def _not_copied(folder, names):
+    """What the copy of a learner's folder leaves out: Jupyter's checkpoints, and what is neither a file, a
+    folder nor a link (a named pipe would block the copy, a device or a socket means nothing in the sandbox)."""
+    left = set()
+    for name in names:
+        path = os.path.join(folder, name)
+        if name == ".ipynb_checkpoints" or not (os.path.islink(path) or os.path.isdir(path) or os.path.isfile(path)):
+            left.add(name)
+    return left
+
+
 def _copy_submission(folder, into):
     """The grader's copy of the learner's folder (bound read-only into the sandbox): links are kept as links
     (never followed), and everything readable by the sandbox's user."""
-    shutil.copytree(folder, into, symlinks=True, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    shutil.copytree(folder, into, symlinks=True, ignore=_not_copied)
     for root, dirs, files in os.walk(into):
         for name in dirs + files:
             path = os.path.join(root, name)
             if not os.path.islink(path):
                 os.chmod(path, os.stat(path).st_mode | (0o555 if os.path.isdir(path) else 0o444))
     os.chmod(into, 0o755)
+
+
+def _disk_full(error):
+    """True when `error` (an OSError, or shutil.Error listing several) says that a disk is full."""
+    if isinstance(error, shutil.Error):
+        return any("No space left" in str(item) or "quota" in str(item).lower() for item in error.args[0])
+    return getattr(error, "errno", None) in (errno.ENOSPC, errno.EDQUOT)
 
 
 def _read_result(path):
@@ -128,7 +147,13 @@ def grade_notebook(sub, checks, timeout=600, cell_timeout=300, check_timeout=60,
                 "uid": sandbox.new_uid() if sandboxed else None, "limits": list(limits),
                 "data": str(sandbox.data_folder() or "") or None}
         if sandboxed:
-            _copy_submission(sub.path.parent, tmp / "submission")
+            try:
+                _copy_submission(sub.path.parent, tmp / "submission")
+            except (OSError, shutil.Error) as error:
+                if _disk_full(error):   # (the grader's disk: not the learner's doing)
+                    raise
+                return Graded(rows("error", f"the learner's folder could not be copied for grading: "
+                                            f"{str(error)[:300]}"), True, [])
         (tmp / "spec.json").write_text(json.dumps(spec))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [grader_root, os.environ.get("PYTHONPATH")])),
                    PYTHONDONTWRITEBYTECODE="1")

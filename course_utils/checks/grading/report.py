@@ -5,6 +5,9 @@ that it stays one cell of one row: control characters (line breaks, tabs) in nam
 escapes (`\\n`), and a cell that a spreadsheet would read as a formula (starting with =, +, -, @,
 a tab or a carriage return) is prefixed with an apostrophe. What the grader prints goes through
 `printable`: no escape sequence, line break or bidirectional control in a file name reaches the terminal.
+A name that is not UTF-8 (bytes Python keeps as lone surrogates) is shown with its bytes as \\xNN, so the CSV
+and the terminal can always be written. A message (a learner's exception, quoted by the check) keeps its line
+breaks and tabs, but no other control character reaches the CSV: it is shown as \\xNN.
 """
 import csv
 import io
@@ -25,13 +28,21 @@ class Row(NamedTuple):
 def _unsafe(char):
     code = ord(char)
     return (code < 32 or code == 127 or 0x80 <= code < 0xA0 or 0x2028 <= code <= 0x202E or 0x2066 <= code <= 0x2069
-            or code == 0x200E or code == 0x200F or code == 0x061C)
+            or code == 0x200E or code == 0x200F or code == 0x061C or 0xD800 <= code <= 0xDFFF)
+
+
+def _escape(char):
+    """A character that must not be written as it is: \\xNN (a byte of a non-UTF-8 name: its own byte), \\uNNNN."""
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:   # (os.fsdecode's surrogateescape: the byte it could not decode)
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code < 256 else f"\\u{code:04x}"
 
 
 def printable(text):
     """`text` as the terminal may show it: control characters (escape sequences, line breaks, carriage
-    returns, bidirectional overrides) as \\xNN / \\uNNNN."""
-    return "".join((f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}") if _unsafe(c) else c for c in str(text))
+    returns, bidirectional overrides) and the undecodable bytes of a name as \\xNN / \\uNNNN."""
+    return "".join(_escape(c) if _unsafe(c) else c for c in str(text))
 
 
 def one_line(text):
@@ -42,11 +53,19 @@ def one_line(text):
             out.append("\\\\")
         elif char in "\n\r\t":
             out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t"}[char])
-        elif ord(char) < 32 or ord(char) == 127 or 0x2028 <= ord(char) <= 0x2029 or 0x80 <= ord(char) < 0xA0:
-            out.append(f"\\x{ord(char):02x}" if ord(char) < 256 else f"\\u{ord(char):04x}")
+        elif (ord(char) < 32 or ord(char) == 127 or 0x2028 <= ord(char) <= 0x2029 or 0x80 <= ord(char) < 0xA0
+              or 0xD800 <= ord(char) <= 0xDFFF):
+            out.append(_escape(char))
         else:
             out.append(char)
     return "".join(out)
+
+
+def message_text(text):
+    """A message as the CSV keeps it: its line breaks and tabs, no other control character (a learner's
+    exception could carry an escape sequence to whoever shows the CSV in a terminal), nothing that is not
+    UTF-8."""
+    return "".join(_escape(c) if _unsafe(c) and c not in "\n\t" else c for c in str(text))
 
 
 def cell(text):
@@ -61,7 +80,7 @@ def csv_text(rows):
     writer.writerow(Row._fields[:3] + ("outcome", "message"))
     for row in rows:
         writer.writerow([cell(one_line(row.learner)), cell(one_line(row.lesson)), cell(one_line(row.exercise)),
-                         cell(row.outcome), cell(str(row.message).replace("\r", "\\r"))])
+                         cell(row.outcome), cell(message_text(row.message))])
     return text.getvalue()
 
 

@@ -27,8 +27,10 @@ learner's work or io folder (each sandbox binds only its own), no file of the in
 
 What it does NOT stop: using its share of the CPU within the grader's time limits; reading what is bound
 read-only, which includes the course package with its references (`--withhold-references` takes them
-out: withhold.py); writing into its io folder (a socket folder) on the grader's disk, as the instructor's
-user (as root, the grader takes the folder back once the kernel has started).
+out: withhold.py); writing files into its io folder (a socket folder) on the grader's disk, as the
+instructor's user (as root, the grader takes the folder and the connection file back once the kernel has
+started; the kernel starts with `-P`, Python 3.11 and later: `kernel_argv`, so nothing of the learner's
+folder runs before that).
 """
 import json
 import os
@@ -119,14 +121,15 @@ _PYTHONS = {}
 
 
 def python_paths(executable):
-    """{"dirs": [...], "hide": [...]} for the Python `executable`: the folders it reads (prefix, base
-    prefix, the folder of its real binary, its default sys.path), and the course_utils packages installed
-    among them (hidden in the sandbox: the kernel imports the grader's copy)."""
+    """{"dirs": [...], "hide": [...], "version": (3, 11)} for the Python `executable`: the folders it reads
+    (prefix, base prefix, the folder of its real binary, its default sys.path), the course_utils packages
+    installed among them (hidden in the sandbox: the kernel imports the grader's copy), and its version."""
     if executable not in _PYTHONS:
         probe = ("import importlib.util, json, os, sys\n"
                  "spec = importlib.util.find_spec('course_utils')\n"
                  "print(json.dumps({'dirs': [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath("
-                 "sys.executable))] + sys.path, 'hide': list(spec.submodule_search_locations or []) if spec else []}))")
+                 "sys.executable))] + sys.path, 'hide': list(spec.submodule_search_locations or []) if spec else [], "
+                 "'version': list(sys.version_info[:2])}))")
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONNOUSERSITE": "1", "HOME": HOME}
         out = subprocess.run([executable, "-c", probe], capture_output=True, text=True, timeout=120, env=env,
                              cwd="/")
@@ -135,7 +138,8 @@ def python_paths(executable):
         found = json.loads(out.stdout.strip().splitlines()[-1])
         dirs = {Path(p).resolve() for p in found["dirs"] if p and Path(p).is_dir()}
         dirs = {p for p in dirs if p != Path("/") and not (p / "course_utils" / "__init__.py").is_file()}
-        _PYTHONS[executable] = {"dirs": _outermost(dirs), "hide": sorted({Path(p).resolve() for p in found["hide"]})}
+        _PYTHONS[executable] = {"dirs": _outermost(dirs), "hide": sorted({Path(p).resolve() for p in found["hide"]}),
+                                "version": tuple(found["version"])}
     return _PYTHONS[executable]
 
 
@@ -198,6 +202,17 @@ def _system_args():
         if os.path.exists(path):
             args += ["--ro-bind", os.path.realpath(path), path]
     return args
+
+
+def kernel_argv(argv):
+    """The kernel's command with `-P` (Python 3.11 and later) where it is `python -m ...`: started in the
+    learner's folder, Python would otherwise import from that folder first, so a learner's own
+    `ipykernel_launcher.py` would run as the kernel, before the grader's first cell. (That cell puts the
+    folder back on sys.path, where the notebook's own imports expect it.)"""
+    argv = list(argv)
+    if len(argv) > 2 and argv[1] == "-m" and python_paths(argv[0]).get("version", (0, 0)) >= (3, 11):
+        return [argv[0], "-P", *argv[1:]]
+    return argv
 
 
 def wrap(argv, box, confine_argv=None, data=None):

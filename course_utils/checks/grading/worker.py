@@ -9,7 +9,8 @@ The worker runs no learner code: the learner's code runs only in the kernel. It
    then the notebook's cells, like "Run All" but going on past cells that fail, within the time limits;
    of what the cells print and show it keeps nothing (`QuietClient`: only a failed cell's error name and
    first 1,000 characters), and it refuses any message over MESSAGE_LIMIT before reading it, so a notebook
-   that prints gigabytes cannot make this process grow;
+   that prints gigabytes cannot make this process grow (zmq's limit is per part of a message: one of many
+   parts is received whole, so a worker that holds more than WORKER_MEMORY stops the kernel: `error`);
 3. opens the judge's socket, runs the grading cell (`kernel_side.serve_judge`: the kernel connects and
    serves requests), and meanwhile, in a thread of its own, runs `judge.judge` over that socket;
 4. writes the result file (atomically: whole, or not at all).
@@ -32,6 +33,8 @@ HERE = Path(__file__).resolve().parent
 PROGRESS_TAG = "course-progress"  # the progress table at the end of every lesson: not run when grading
 ERROR_KEPT = 1000                 # characters kept of a failed cell's error message
 MESSAGE_LIMIT = 64 << 20          # bytes: a larger message from the kernel is dropped unread (zmq's MAXMSGSIZE)
+WORKER_MEMORY = 2 << 30           # bytes: a worker holding more (a message of many frames, each under the limit,
+                                  # is received whole by zmq) stops its kernel and grades the notebook `error`
 
 
 def boot_cell(store, names, kernel_side=HERE / "kernel_side.py"):
@@ -92,7 +95,8 @@ def _kernel_manager(spec, box):
                        "--memory", str(box.limits.memory), "--file-size", str(box.limits.scratch),
                        "--copy", sandbox.SUBMISSION, str(box.folder)]
             confine += ["--uid", str(box.uid)] if box.uid is not None else []
-            return sandbox.NO_SIGINT + sandbox.wrap(argv, box, confine + ["--"], data=spec.get("data"))
+            return sandbox.NO_SIGINT + sandbox.wrap(sandbox.kernel_argv(argv), box, confine + ["--"],
+                                                    data=spec.get("data"))
 
         def client(self, **kwargs):   # (its sockets refuse messages over MESSAGE_LIMIT unread)
             import zmq
@@ -204,8 +208,17 @@ def run_notebook(spec):
 
     def watchdog(stop):
         """A kernel that overruns its deadline despite the interrupts is killed (its whole process
-        group, and with it the sandbox), and this worker ends at once with what it has."""
-        while not stop.wait(0.5):
+        group, and with it the sandbox), and this worker ends at once with what it has. So is one whose
+        messages make this process hold more than WORKER_MEMORY: the notebook is graded `error`."""
+        while not stop.wait(0.2):
+            if (_resident() or 0) > WORKER_MEMORY:
+                kill()
+                message = (f"the notebook sent the grader more than it keeps (its messages made the grader's worker "
+                           f"hold over {WORKER_MEMORY >> 30} GiB); its kernel was stopped")
+                with lock:
+                    result["outcomes"], result["died"], result["graded"] = {}, message, True
+                finish()
+                os._exit(0)
             if state["kill_at"] is not None and time.monotonic() > state["kill_at"]:
                 kill()
                 finish(killed=True)
@@ -255,6 +268,8 @@ def _run_cells(client, nb, spec, box, state, result, timeout, cell_timeout):
     if box is not None and box.uid is not None:   # the kernel has made its sockets: it may not add files now
         os.chown(box.io_dir, 0, 0)
         os.chmod(box.io_dir, 0o755)
+        with contextlib.suppress(OSError):        # (it has read its connection file: it may not write into it)
+            os.chown(Path(box.io_dir) / "kernel.json", 0, 0)
     state["deadline"], state["limit"] = time.monotonic() + timeout, cell_timeout
     state["kill_at"] = state["deadline"] + GRACE
     for index in range(1, len(nb.cells)):
@@ -322,6 +337,14 @@ def _judge_in_kernel(client, nb, spec, checks, store, result, state, kill):
         result["graded"] = True
     else:
         result["notes"].append(f"the grader could not run the checks: {done.get('fault', 'no reply')}")
+
+
+def _resident():
+    """This process's resident memory now, in bytes (None where /proc cannot tell)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return None
 
 
 def _peak_mib():
