@@ -528,3 +528,93 @@ def test_causal_block_rejects_future_leak_it_cannot_name():
 def test_causal_block_not_implemented():
     with prints_not_implemented():
         check.causal_attention_block(not_implemented)
+
+
+# --- more slips a learner makes, each named ---------------------------------------------------------
+def _attention_2d_slip(x, W_f, W_g, W_h, W_v, slip):
+    B, C, H, W = x.shape
+    k = conv1x1(x, W_f).flatten(2).transpose(1, 2)
+    q = conv1x1(x, W_f if slip == "queries from W_f" else W_g).flatten(2).transpose(1, 2)
+    v = conv1x1(x, W_g if slip == "values from W_g" else W_h).flatten(2).transpose(1, 2)
+    scores = q @ k.transpose(1, 2)
+    if slip == "scaled after the softmax":
+        weights = torch.softmax(scores, dim=-1) / math.sqrt(k.size(-1))
+    else:
+        weights = torch.softmax(scores / math.sqrt(k.size(-1)), dim=-1)
+    read = (weights @ v).transpose(1, 2)
+    read = read.reshape(B, -1, W, H).transpose(2, 3) if slip == "W, H" else read.reshape(B, -1, H, W)
+    o = conv1x1(read, W_v)
+    return (x + o if slip == "residual" else o), weights
+
+
+@pytest.mark.parametrize("slip, symptom", [
+    ("residual", r"o includes x: .*exercise 2"),
+    ("scaled after the softmax", "divided by √d_key AFTER the softmax"),
+    ("values from W_g", r"the values are h\(x\) = conv1x1\(x, W_h\)"),
+    ("queries from W_f", "the queries and the keys come from the same matrix"),
+    ("W, H", r"not \(B, C̄, W, H\)"),
+])
+def test_self_attention_2d_names_more_mistakes(slip, symptom):
+    named(check.self_attention_2d, lambda *a: _attention_2d_slip(*a, slip), symptom)
+
+
+def test_block_that_keeps_the_transposed_weights_is_named():
+    class KeepsTransposed(SelfAttention2d):
+        def forward(self, x):
+            y = super().forward(x)
+            self.attn_weights = self.attn_weights.transpose(1, 2)
+            return y
+    named(check.self_attention_block, KeepsTransposed, "self.attn_weights is transposed")
+
+
+def _dense_slip(x, W_f, W_g, d, slip):
+    T = x.shape[1]
+    past = F.pad(x, (0, 0, d, 0))[:, :T]
+    if slip == "gate from W_f":
+        W_g = W_f
+    taps = (0, 0) if slip == "one tap" else (0, 1)
+    new = torch.tanh(x @ W_f[taps[0]] + past @ W_f[taps[1]]) * torch.sigmoid(x @ W_g[taps[0]] + past @ W_g[taps[1]])
+    return torch.cat([past if slip == "x_{t-d} first" else x, new], dim=-1)
+
+
+@pytest.mark.parametrize("slip, symptom", [
+    ("gate from W_f", "the gate uses W_f"),
+    ("one tap", r"one tap serves both steps"),
+    ("x_{t-d} first", r"starts with the delayed x_\{t−d\}"),
+])
+def test_dense_block_names_more_mistakes(slip, symptom):
+    named(check.dense_block, lambda *a: _dense_slip(*a, slip), symptom)
+
+
+def test_dense_block_accepts_roll_with_the_wrapped_steps_zeroed():
+    def rolled(x, W_f, W_g, d):
+        past = torch.roll(x, d, dims=1)
+        past[:, :d] = 0
+        return torch.cat([x, torch.tanh(x @ W_f[0] + past @ W_f[1]) * torch.sigmoid(x @ W_g[0] + past @ W_g[1])], -1)
+    check.dense_block(rolled)
+
+
+def _causal_slip(x, W_q, W_k, W_v, slip):
+    out, weights = causal_attention_block(x, W_q, W_k, W_v)
+    v = x @ W_v
+    if slip == "values":
+        return torch.cat([x, v], -1), weights
+    return torch.cat([x @ W_q, weights @ v], -1), weights          # "q first"
+
+
+@pytest.mark.parametrize("slip, symptom", [
+    ("values", "the values themselves are concatenated, not the read-out"),
+    ("q first", r"the output has \d+ features, not d_in \+ d_value"),
+])
+def test_causal_block_names_more_mistakes(slip, symptom):
+    named(check.causal_attention_block, lambda *a: _causal_slip(*a, slip), symptom)
+
+
+def test_causal_block_accepts_weights_masked_after_the_softmax_and_renormalised():
+    def renormalised(x, W_q, W_k, W_v):
+        T = x.shape[1]
+        q, k, v = x @ W_q, x @ W_k, x @ W_v
+        weights = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(k.size(-1)), -1) * causal_mask(T)
+        weights = weights / weights.sum(-1, keepdim=True)
+        return torch.cat([x, weights @ v], -1), weights
+    check.causal_attention_block(renormalised)

@@ -577,3 +577,325 @@ def test_a_learner_style_gqa_passes():
 ])
 def test_gqa_mistakes(kind, symptom):
     named(check.grouped_query_attention, gqa(kind), symptom)
+
+
+# ---- more slips a learner makes, each named ------------------------------------------------------
+@pytest.mark.parametrize("fn, symptom", [
+    (lambda lg, tok, pad: _ce(lg[:, :-1], tok[:, :-1], ignore_index=pad),
+     "targets are not shifted: the logits at position t are compared with the token at t"),
+    (lambda lg, tok, pad: _ce(lg[:, :-1], tok[:, 1:], ignore_index=pad).item(), r"without \.item\(\)"),
+    (lambda lg, tok, pad: _ce(lg[:, :-1], tok[:, 1:], ignore_index=pad).detach(), "gradients flow through"),
+    (lambda lg, tok, pad: -(torch.log_softmax(lg[:, :-1], 0).gather(-1, tok[:, 1:, None])[..., 0])
+     [tok[:, 1:] != pad].mean(), r"softmax runs over the batch axis \(dim 0\)"),
+    (lambda lg, tok, pad: F.cross_entropy(lg.reshape(-1, lg.size(-1))[:-1], tok.reshape(-1)[1:], ignore_index=pad),
+     "flattened BEFORE the shift"),
+], ids=["not-shifted-cut", "item", "detach", "log-softmax-dim0", "flattened-then-shifted"])
+def test_more_loss_mistakes(fn, symptom):
+    named(check.next_token_loss, fn, symptom)
+
+
+class MoreBlock(Block):
+    def forward(self, x, mask):
+        kind, y = self.kind, (self.norm2 if self.kind == "norms_swapped" else self.norm1)(x)
+        if kind == "ff_on_attn":
+            a = self.dropout1(self.attn(y, y, y, mask))
+            return x + a + self.dropout2(self.ff(self.norm2(a)))
+        if kind == "norms_swapped":
+            x = x + self.dropout1(self.attn(y, y, y, mask))
+            return x + self.dropout2(self.ff(self.norm1(x)))
+        if kind == "inverted":
+            x = x + self.dropout1(self.attn(y, y, y, ~mask))
+        elif kind == "no_dropout1":
+            x = x + self.attn(y, y, y, mask)
+        elif kind == "unpacked":                         # as if it returned (out, weights), like nn.MultiheadAttention
+            out, _ = self.attn(y, y, y, mask)
+            x = x + self.dropout1(out)
+        elif kind == "norm_residual_attn":
+            x = y + self.dropout1(self.attn(y, y, y, mask))
+        elif kind == "parallel":
+            return x + self.dropout1(self.attn(y, y, y, mask)) + self.dropout2(self.ff(self.norm2(x)))
+        else:
+            x = x + self.dropout1(self.attn(y, y, y, mask))
+        if kind == "no_dropout2":
+            return x + self.ff(self.norm2(x))
+        return x + self.dropout2(self.ff(self.norm2(x)))
+
+
+@pytest.mark.parametrize("kind, symptom", [
+    ("inverted", "mask is inverted"),
+    ("no_dropout1", "dropout1 is not applied"),
+    ("no_dropout2", "dropout2 is not applied"),
+    ("unpacked", r"unpacked as \(out, weights\)"),
+    ("norm_residual_attn", "residual starts from the normalised x"),
+    ("parallel", "side by side on the block's input"),
+    ("ff_on_attn", "reads the attention's output alone"),
+    ("norms_swapped", "norm1 and norm2 are swapped"),
+])
+def test_more_block_mistakes(kind, symptom):
+    named(check.gpt_block, type(f"MoreBlock_{kind}", (MoreBlock,), {"kind": kind}), symptom)
+
+
+class MoreModel(Model):
+    def forward(self, tokens):
+        kind, T = self.kind, tokens.size(1)
+        x = self.embed(tokens) * math.sqrt(self.d_model)
+        if kind == "pos_by_token":
+            x = x + self.pos.pe(tokens)
+        elif kind != "pos_every_block":
+            x = self.pos(x)
+        layers = {"one_block": list(self.layers)[-1:]}.get(kind, self.layers)
+        for layer in layers:
+            x = layer(self.pos(x) if kind == "pos_every_block" else x, causal_mask(T))
+        x = self.norm(x)
+        if kind == "no_transpose":
+            return x @ self.embed.weight
+        return F.log_softmax(self.head(x), -1) if kind == "log_softmax" else self.head(x)
+
+
+@pytest.mark.parametrize("kind, symptom", [
+    ("pos_by_token", "looked up by POSITION"),
+    ("pos_every_block", "before EVERY block"),
+    ("one_block", "only the last block is applied"),
+    ("no_transpose", r"without transposing it.*self\.embed\.weight\.T"),
+    ("log_softmax", "log-probabilities"),
+])
+def test_more_gpt_mistakes(kind, symptom):
+    named(check.gpt, type(f"MoreModel_{kind}", (MoreModel,), {"kind": kind}), symptom)
+
+
+def test_a_gpt_tied_the_other_way_round_passes():
+    class TiedBack(Model):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.embed.weight = self.head.weight
+    outcome = check.gpt.evaluate(TiedBack)
+    assert outcome.passed, outcome.message
+
+
+def more_sampler(kind):
+    """A learner's sampling_distribution: the reference's steps, one of them slipped."""
+    def fn(logits, temperature, top_k, top_p):
+        if temperature == 0:
+            return F.one_hot(logits.argmax(-1), logits.size(-1)).float()
+        z = logits / temperature ** (2 if kind == "temperature_twice" else 1)
+        if top_k is not None:
+            ranked = z.sort(-1, descending=True).values
+            kth = {"k_plus_one": ranked[..., top_k:top_k + 1], "no_keepdim": ranked[..., top_k - 1],
+                   "kthvalue": z.kthvalue(top_k, dim=-1, keepdim=True).values}.get(kind, ranked[..., top_k - 1:top_k])
+            z = z.masked_fill(z <= kth if kind == "k_minus_one" else z < kth, float("-inf"))
+        probs = z.softmax(-1)
+        if top_p is not None and top_p < 1:
+            sorted_probs, order = probs.sort(-1, descending=True)
+            remove = sorted_probs.cumsum(-1) - sorted_probs >= top_p
+            if kind == "crossing_dropped":               # the mass that stays <= p, at least the first token
+                keep = sorted_probs.cumsum(-1) <= top_p
+                keep[..., 0] = True
+                probs = probs.scatter(-1, order, sorted_probs * keep)
+            elif kind == "unsorted_mask":                # the sorted row's mask on the row as it is
+                probs = probs.masked_fill(remove, 0.0)
+            elif kind == "sorted_out":                   # the sorted row returned
+                probs = sorted_probs.masked_fill(remove, 0.0)
+            else:
+                last = sorted_probs.masked_fill(remove, 2.0).min(-1, keepdim=True).values
+                probs = probs.masked_fill(probs < last, 0.0)
+        return probs / (probs.sum() if kind == "whole_sum" else probs.sum(-1, keepdim=True))
+    return fn
+
+
+@pytest.mark.parametrize("kind, symptom", [
+    ("kthvalue", "k-th SMALLEST"),
+    ("crossing_dropped", "drops the token that crosses p"),
+    ("whole_sum", "sum of the whole tensor"),
+    ("temperature_twice", "applied twice"),
+    ("k_plus_one", "top-k keeps k\\+1 tokens"),
+    ("k_minus_one", "top-k keeps k-1 tokens"),
+    ("no_keepdim", "lost its last axis"),
+    ("unsorted_mask", "in SORTED order"),
+    ("sorted_out", "in SORTED order"),
+])
+def test_more_sampling_mistakes(kind, symptom):
+    named(check.sampling_distribution, more_sampler(kind), symptom)
+
+
+def test_a_sampler_written_row_by_row_in_float64_passes():
+    def row_by_row(logits, temperature, top_k, top_p):
+        if temperature == 0:
+            return F.one_hot(logits.argmax(-1), logits.size(-1)).double()
+        rows = []
+        for z in logits.double() / temperature:
+            keep = z >= z.sort(descending=True).values[top_k - 1] if top_k is not None else torch.ones_like(z).bool()
+            p = z.softmax(-1) * keep
+            p = p / p.sum()
+            if top_p is not None and top_p < 1:
+                ranked = p.sort(descending=True).values
+                last = ranked[int((ranked.cumsum(0) < top_p).sum().clamp(max=len(p) - 1))]
+                p = p * (p >= last)
+            rows.append(p / p.sum())
+        return torch.stack(rows)
+    outcome = check.sampling_distribution.evaluate(row_by_row)
+    assert outcome.passed, outcome.message
+
+
+def more_step(kind):
+    def fn(q, k, v, cache_k, cache_v):
+        t = {"at_d": cache_k.size(-1), "at_t-1": max(cache_k.size(2) - 1, 0)}.get(kind, cache_k.size(2))
+        position = torch.tensor([t])
+        q, k = apply_rope(q, position), apply_rope(k, position)
+        cache_k = torch.cat([cache_k, k], dim=2)
+        cache_v = torch.cat([cache_v, apply_rope(v, position) if kind == "rope_v" else v], dim=2)
+        d = q.size(-1) * (q.size(1) if kind == "scale_d_model" else 1)
+        if kind == "scale_after":
+            out = torch.softmax(q @ cache_k.transpose(-2, -1), -1) / math.sqrt(d) @ cache_v
+        else:
+            out = torch.softmax(q @ cache_k.transpose(-2, -1) / math.sqrt(d), -1) @ cache_v
+        return (out[:, :, 0] if kind == "squeezed" else out), cache_k, cache_v
+    return fn
+
+
+@pytest.mark.parametrize("kind, symptom", [
+    ("at_d", r"rotated at position 8, not at the newest position t = cache_k.size\(2\)"),
+    ("at_t-1", r"rotated at position \d+, not at the newest position"),
+    ("rope_v", "value is rotated too"),
+    ("scale_d_model", r"divided by √\(h·d\)"),
+    ("squeezed", "lost its position axis"),
+    ("scale_after", "divided by √d AFTER the softmax"),
+])
+def test_more_cached_step_mistakes(kind, symptom):
+    named(check.cached_attention_step, more_step(kind), symptom)
+
+
+def test_a_cached_step_with_torch_s_attention_passes():
+    def with_torch(q, k, v, cache_k, cache_v):
+        position = torch.full((1,), cache_k.shape[-2], dtype=torch.long)
+        keys, values = torch.cat((cache_k, apply_rope(k, position)), -2), torch.cat((cache_v, v), -2)
+        return F.scaled_dot_product_attention(apply_rope(q, position), keys, values), keys, values
+    outcome = check.cached_attention_step.evaluate(with_torch)
+    assert outcome.passed, outcome.message
+
+
+def more_rope(kind):
+    def fn(x, positions, base=10000.0):
+        d = x.size(-1)
+        i = torch.arange(d if kind == "i_over_d" else d // 2)
+        exponent = (-2 * i) // d if kind == "int_exponent" else -2 * i.float() / d
+        m = torch.arange(1, x.size(-2) + 1).float() if kind == "arange1" else positions.float()
+        angle = m * base ** exponent if kind == "no_outer" else m[:, None] * base ** exponent
+        x1, x2 = x[..., :d // 2], x[..., d // 2:]
+        return torch.cat([x1 * angle.cos() - x2 * angle.sin(), x1 * angle.sin() + x2 * angle.cos()], -1)
+    return fn
+
+
+@pytest.mark.parametrize("kind, symptom", [
+    ("arange1", r"positions are ignored \(1, 2, ..., T"),
+    ("no_outer", r"positions\[:, None\] \* theta"),
+    ("i_over_d", "one frequency per PAIR"),
+    ("int_exponent", "computed with integers"),
+])
+def test_more_rope_mistakes(kind, symptom):
+    named(check.apply_rope, more_rope(kind), symptom)
+
+
+def test_rope_in_the_rotate_half_form_passes():
+    def rotate_half(x, positions, base=10000.0):
+        d = x.shape[-1]
+        freqs = torch.outer(positions.float(), 1.0 / base ** (torch.arange(0, d, 2).float() / d))
+        emb = torch.cat([freqs, freqs], -1)
+        return x * emb.cos() + torch.cat([-x[..., d // 2:], x[..., :d // 2]], -1) * emb.sin()
+    outcome = check.apply_rope.evaluate(rotate_half)
+    assert outcome.passed, outcome.message
+
+
+def more_gqa(kind):
+    def fn(q, k, v, mask=None):
+        g = q.size(1) // k.size(1)
+        k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+        if kind == "is_causal":                          # the mask it is given ignored
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if kind == "float_mask":
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask.float())
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+        if kind == "after_softmax":
+            return (scores.softmax(-1) * mask) @ v
+        return scores.masked_fill(~mask, 0.0).softmax(-1) @ v     # fill_zero
+    return fn
+
+
+@pytest.mark.parametrize("kind, symptom", [
+    ("is_causal", "mask you are given is ignored"),
+    ("float_mask", "ADDS a float mask"),
+    ("after_softmax", "applied after the softmax"),
+    ("fill_zero", "set to 0"),
+])
+def test_more_gqa_mistakes(kind, symptom):
+    named(check.grouped_query_attention, more_gqa(kind), symptom)
+
+
+def test_gqa_with_expand_and_torch_s_attention_passes():
+    def expanded(q, k, v, mask=None):
+        B, h_kv, T, d = k.shape
+        g = q.size(1) // h_kv
+        k = k[:, :, None].expand(B, h_kv, g, T, d).reshape(B, h_kv * g, T, d)
+        v = v[:, :, None].expand(B, h_kv, g, T, d).reshape(B, h_kv * g, T, d)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    outcome = check.grouped_query_attention.evaluate(expanded)
+    assert outcome.passed, outcome.message
+
+
+# ---- slips no catalogued mistake gives: the probes say where they are ----------------------------
+class ProbedBlock(Block):
+    def forward(self, x, mask):
+        y = self.norm1(x)
+        if self.kind == "raw_queries":                   # queries from x, keys and values from LayerNorm(x)
+            x = x + self.dropout1(self.attn(x, y, y, mask))
+            return x + self.dropout2(self.ff(self.norm2(x)))
+        if self.kind == "mask_transposed":
+            x = x + self.dropout1(self.attn(y, y, y, mask.T))
+            return x + self.dropout2(self.ff(self.norm2(x)))
+        x = x + self.dropout1(self.attn(y, y, y, mask))
+        return x + self.dropout2(self.ff(self.norm2(y)))    # "ffn_reads_input_norm": LN2 of LN1 of the input
+
+
+@pytest.mark.parametrize("kind, symptom", [
+    ("raw_queries", "the feed-forward half of your block is right.*the slip is in the attention half"),
+    ("ffn_reads_input_norm", "the attention half of your block is right.*the slip is in the feed-forward half"),
+    ("mask_transposed", "the feed-forward half of your block is right.*the slip is in the attention half"),
+])
+def test_block_slips_are_placed_in_their_half(kind, symptom):
+    named(check.gpt_block, type(f"ProbedBlock_{kind}", (ProbedBlock,), {"kind": kind}), symptom)
+
+
+class ProbedModel(Model):
+    def forward(self, tokens):
+        T = tokens.size(1)
+        e = self.embed(tokens) * math.sqrt(self.d_model)
+        x = e + self.pos(e) if self.kind == "embedding_twice" else self.pos(e)    # self.pos already returns e + P
+        x = self.norm(x) if self.kind == "norm_before_too" else x
+        for i, layer in enumerate(self.layers):
+            mask = None if self.kind == "mask_first_block_only" and i > 0 else causal_mask(T)
+            x = layer(x, mask)
+        return self.head(self.norm(x))
+
+
+@pytest.mark.parametrize("kind, symptom", [
+    ("embedding_twice", "with every block switched off your logits still differ.*the slip is at the ends"),
+    ("mask_first_block_only", "the embeddings and the output layer are right.*the slip is in how the blocks run"),
+    ("norm_before_too", "with every block switched off your logits still differ.*the slip is at the ends"),
+])
+def test_gpt_slips_are_placed_at_the_ends_or_in_the_blocks(kind, symptom):
+    named(check.gpt, type(f"ProbedModel_{kind}", (ProbedModel,), {"kind": kind}), symptom)
+
+
+@pytest.mark.parametrize("exercise, answer, symptom", [
+    (check.next_token_loss, lambda lg, tok, pad: _ce(lg[:, :-1], tok[:, 1:], ignore_index=pad, reduction="sum")
+     / lg.size(0), "divided by the batch size B"),
+    (check.next_token_loss, lambda lg, tok, pad: _ce(lg, tok[:, 1:], ignore_index=pad), "do not line up: shift both"),
+    (check.sampling_distribution, lambda lg, T, k, p: lg.argmax(-1) if T == 0 else sampling_distribution(lg, T, k, p),
+     "not the indices of the argmax"),
+    (check.grouped_query_attention, lambda q, k, v, mask=None: grouped_query_attention(
+        q, k, v, causal_mask(q.size(2)) if mask is None else mask & causal_mask(q.size(2))),
+     "query 0 does not see the later keys its mask allows"),
+    (check.next_token_loss, lambda lg, tok, pad: _ce(lg[:, :-1], tok[:, 1:], ignore_index=pad, reduction="sum")
+     / (tok != pad).sum(), "number of ALL real tokens"),
+], ids=["loss-over-batch-size", "loss-logits-not-cut", "greedy-indices", "gqa-own-causal-mask", "loss-over-all-tokens"])
+def test_more_slips_named(exercise, answer, symptom):
+    named(exercise, answer, symptom)

@@ -268,7 +268,7 @@ def test_linear_attention_that_builds_a_quadratic_tensor_is_rejected(answer):
 
 # --- named mistakes, from the check's catalogue ----------------------------------------------------
 @pytest.mark.parametrize("kind", ["max_wrong_axis", "stale_max", "no_guard", "no_rescale", "flipped", "flipped_safe",
-                                  "old_max", "no_shift", "init_zero"])
+                                  "old_max", "no_shift", "init_zero", "sum_wrong_axis"])
 def test_online_softmax_mistakes(kind):
     named(check.online_softmax, lambda blocks: mk.online(blocks, kind), re.escape(say.ONLINE[kind][:40]))
 
@@ -279,14 +279,16 @@ def test_online_softmax_returned_in_the_wrong_order():
 
 @pytest.mark.parametrize("kind", list(say.MERGE))
 def test_merge_mistakes(kind):
-    named(check.merge_softmax_stats, lambda m1, l1, m2, l2: mk.merge(m1, l1, m2, l2, kind),
-          re.escape(say.MERGE[kind][:30]))
+    # one normaliser not rescaled gives l1 + l2 (no rescaling at all) wherever the other part holds the maximum:
+    # either message says what to do, rescale each to the common maximum
+    words = "normaliser.* rescale" if kind in ("one_rescaled", "other_rescaled") else re.escape(say.MERGE[kind][:30])
+    named(check.merge_softmax_stats, lambda m1, l1, m2, l2: mk.merge(m1, l1, m2, l2, kind), words)
 
 
 TILED_KINDS = ["acc_not_rescaled", "l_not_rescaled", "divide_inside", "divide_inside_twice", "scale_d", "no_scale",
                "scale_times", "drop_tail", "no_guard", "wrong_side", "wrong_side_unmasked", "skip_ge", "skip_diag",
                "diag_full", "local_idx", "inverted_causal", "causal_ignored", "mask_ignored", "inverted_mask", "lse_m",
-               "lse_log_l", "lse_l", "lse_empty_zero"]
+               "lse_log_l", "lse_l", "lse_empty_zero", "strict_causal", "divide_inside_reset", "p_old_max"]
 
 
 @pytest.mark.parametrize("kind", TILED_KINDS)
@@ -321,7 +323,8 @@ def test_the_empty_row_hint_appears_only_when_only_empty_rows_differ():
 
 BACKWARD_KINDS = ["no_D", "D_wrong_axis", "D_no_axis", "lse_no_axis", "D_tile", "no_scale", "scale_twice",
                   "dq_no_scale", "dk_scale_twice", "p_no_scale", "p_softmax_tile", "no_diag_mask", "dv_no_transpose",
-                  "dk_no_transpose", "overwrite"]
+                  "dk_no_transpose", "overwrite", "D_all", "D_plus", "dv_from_out", "dk_from_dO", "local_idx",
+                  "overwrite_dq_dk"]
 
 
 @pytest.mark.parametrize("kind", BACKWARD_KINDS)
@@ -399,4 +402,252 @@ def tiled_slicing_the_mask_as_given(q, k, v, block_q, block_k, causal=False, mas
 ], ids=["online-flipped", "online-max-all", "tiled-mask-not-broadcast", "tiled-1/d", "linear-phi-v",
         "backward-no-D"])
 def test_mistakes_written_as_a_learner_would(exercise, answer, words):
+    named(exercise, answer, words)
+
+
+# --- more slips, written as a learner would -------------------------------------------------------
+def online_softmax_with(slip):
+    def answer(blocks):
+        m, ell = torch.tensor(NEG_INF), torch.tensor(0.0)
+        for block in blocks:
+            if slip == "max_namedtuple":
+                m_new = torch.maximum(m, block.max(dim=-1))
+            elif slip == "python_max":
+                m_new = max(m, block.amax(-1))
+            else:
+                m_new = torch.maximum(m, block.amax(-1))
+            safe = torch.where(torch.isneginf(m_new), 0.0, m_new)
+            ell = ell * torch.exp(m - safe) + torch.exp(block - safe[..., None]).sum(0 if slip == "rows" else -1)
+            m = m_new
+        return m, ell
+    return answer
+
+
+def merge_rescaling_only_the_first(m1, l1, m2, l2):
+    m = torch.maximum(m1, m2)
+    return m, l1 * torch.exp(m1 - torch.where(torch.isneginf(m), 0.0, m)) + l2
+
+
+def tiled_with(slip):
+    """The reference loop of the lesson with one slip: a causal test, the tile's mask, or where the running
+    statistics start."""
+    def answer(q, k, v, block_q, block_k, causal=False, mask=None):
+        *lead, T_q, d = q.shape
+        T_k, d_v = k.shape[-2], v.shape[-1]
+        mask = None if mask is None else torch.broadcast_to(mask, (*lead, T_q, T_k))
+        out, lse = q.new_zeros(*lead, T_q, d_v), q.new_zeros(*lead, T_q)
+        if slip == "state_once":                                     # made once, the size of a full block
+            m, ell, acc = q.new_full((*lead, block_q), NEG_INF), q.new_zeros(*lead, block_q), \
+                q.new_zeros(*lead, block_q, d_v)
+        for a, i0 in enumerate(range(0, T_q, block_q)):
+            i1 = min(i0 + block_q, T_q)
+            if slip != "state_once":
+                m, ell, acc = q.new_full((*lead, i1 - i0), NEG_INF), q.new_zeros(*lead, i1 - i0), \
+                    q.new_zeros(*lead, i1 - i0, d_v)
+            for b, j0 in enumerate(range(0, T_k, block_k)):
+                j1 = min(j0 + block_k, T_k)
+                skip = {"first_query": j0 > i0, "block_index": b > a}.get(slip, j0 > i1 - 1)
+                if causal and skip:
+                    continue
+                s = (q if slip == "q_whole" else q[..., i0:i1, :]) @ k[..., j0:j1, :].transpose(-2, -1) / math.sqrt(d)
+                keep = None
+                if causal:
+                    rows, cols = torch.arange(i0, i1)[:, None], torch.arange(j0, j1)[None, :]
+                    keep = cols < rows if slip == "strict" else cols <= rows
+                if mask is not None:
+                    tile = mask[..., j0:j1, i0:i1] if slip == "mask_keys_first" else mask[..., i0:i1, j0:j1]
+                    keep = tile if keep is None else (keep | tile if slip == "or" else keep & tile)
+                if keep is not None:
+                    s = s.masked_fill(~keep, NEG_INF)
+                m_new = torch.maximum(m, s.amax(-1))
+                safe = torch.where(torch.isneginf(m_new), 0.0, m_new)
+                p, rescale = torch.exp(s - safe[..., None]), torch.exp(m - safe)
+                ell = ell * rescale + p.sum(-1)
+                acc = (acc * rescale if slip == "no_axis" else acc * rescale[..., None]) + p @ (
+                    v if slip == "v_whole" else v[..., j0:j1, :])
+                if slip == "normalise_inside":                       # the output kept normalised, l set to 1
+                    acc = acc / torch.where(ell > 0, ell, 1.0)[..., None]
+                    ell = torch.where(ell > 0, torch.ones_like(ell), ell)
+                m = m_new
+            seen = ell > 0
+            out[..., i0:i1, :] = torch.where(seen[..., None], acc / torch.where(seen, ell, 1.0)[..., None], 0.0)
+            lse[..., i0:i1] = m + torch.log(ell)
+        return out, lse
+    return answer
+
+
+def backward_with(slip):
+    """The lesson's backward loop with one slip."""
+    def answer(q, k, v, out, lse, grad_out, block_q, block_k, causal=False):
+        T_q, T_k, scale = q.shape[-2], k.shape[-2], 1 / math.sqrt(q.shape[-1])
+        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        D = (grad_out * out).sum(-1)
+        for i0 in range(0, T_q, block_q):
+            i1 = min(i0 + block_q, T_q)
+            for j0 in range(0, T_k, block_k):
+                j1 = min(j0 + block_k, T_k)
+                if causal and (j0 >= i1 - 1 if slip == "skip_ge" else j0 > i1 - 1):
+                    continue
+                s = q[..., i0:i1, :] @ k[..., j0:j1, :].transpose(-2, -1) * scale
+                if causal:
+                    rows, cols = torch.arange(i0, i1)[:, None], torch.arange(j0, j1)[None, :]
+                    s = s.masked_fill(cols - j0 > rows - i0 if slip == "local" else cols > rows, NEG_INF)
+                p = torch.exp(s - lse[..., i0:i1, None])
+                do = grad_out[..., i0:i1, :]
+                dp = do @ v[..., j0:j1, :].transpose(-2, -1)
+                ds = p * (dp + D[..., i0:i1, None] if slip == "D_plus" else dp - D[..., i0:i1, None])
+                dv[..., j0:j1, :] += p.transpose(-2, -1) @ do
+                dq[..., i0:i1, :] += ds @ k[..., j0:j1, :] * scale
+                dk[..., j0:j1, :] += ds.transpose(-2, -1) @ (do if slip == "dk_from_dO" else q[..., i0:i1, :]) * scale
+        return dq, dk, dv
+    return answer
+
+
+def linear_with(phi=lambda x: F.elu(x) + 1, slip=""):
+    def answer(q, k, v):
+        phi_q, phi_k = phi(q), phi(k)
+        S, z = phi_k.transpose(-2, -1) @ v, phi_k.sum(-2)
+        if slip == "scalar_denominator":
+            return phi_q @ S / z.sum(-1)[..., None, None]
+        if slip == "causal":                                         # running sums: query t reads keys 0..t
+            S = torch.cumsum(phi_k[..., :, :, None] * v[..., :, None, :], dim=-3)
+            return (phi_q[..., :, None, :] @ S)[..., 0, :] / (phi_q * torch.cumsum(phi_k, -2)).sum(-1, keepdim=True)
+        return phi_q @ S / (phi_q @ z[..., None])
+    return answer
+
+
+@pytest.mark.parametrize("exercise, answer, words", [
+    (check.online_softmax, online_softmax_with("max_namedtuple"), r"returns two things, \(values, indices\)"),
+    (check.online_softmax, online_softmax_with("python_max"), r"Python's max\(\).*torch\.maximum"),
+    (check.online_softmax, online_softmax_with("rows"), "l sums the exponentials over the wrong axis"),
+    (check.merge_softmax_stats, merge_rescaling_only_the_first, "only one of the two normalisers is rescaled"),
+    (check.tiled_attention, tiled_with("first_query"), r"skips tiles that hold keys their queries may see: queries"),
+    (check.tiled_attention, tiled_with("block_index"), r"skips tiles that hold keys their queries may see: queries"),
+    (check.tiled_attention, tiled_with("strict"), "leaves out the diagonal"),
+    (check.tiled_attention, tiled_with("state_once"), "make them afresh for EACH block of queries"),
+    (check.tiled_attention, tiled_with("normalise_inside"), "divided by l inside the loop"),
+    (check.tiled_attention, tiled_with("mask_keys_first"), r"failed with a mask .*i0:i1, j0:j1\], the queries'"),
+    (check.tiled_attention, tiled_with("no_axis"), r"without a last axis: give it one, rescale\[\.\.\., None\]"),
+    (check.tiled_attention_backward, backward_with("skip_ge"), "backward pass skips tiles that hold keys"),
+    (check.tiled_attention_backward, backward_with("local"), "built from positions within the tile"),
+    (check.tiled_attention_backward, backward_with("D_plus"), "D_i is SUBTRACTED"),
+    (check.tiled_attention_backward, backward_with("dk_from_dO"), r"multiplied dSᵀ by dO"),
+    (check.linear_attention, linear_with(lambda x: F.elu(x + 1)), r"elu\(x \+ 1\): the \+1 goes outside"),
+    (check.linear_attention, linear_with(torch.exp), r"φ\(x\) = exp\(x\)"),
+    (check.linear_attention, linear_with(lambda x: F.relu(x) + 1), r"relu\(x\) \+ 1"),
+    (check.linear_attention, linear_with(slip="scalar_denominator"), "one number for every query"),
+    (check.linear_attention, linear_with(slip="causal"), "NOT causal"),
+    (check.linear_attention, linear_with(lambda x: torch.softmax(x, -1)), r"φ\(x\) = softmax\(x\) over the features"),
+], ids=["online-max-namedtuple", "online-python-max", "online-sum-over-rows", "merge-one-rescaled",
+        "tiled-skip-first-query", "tiled-skip-block-index", "tiled-strict-mask", "tiled-state-once",
+        "tiled-normalise-inside", "tiled-mask-keys-first", "tiled-rescale-no-axis", "backward-skip-ge",
+        "backward-local-mask", "backward-D-plus", "backward-dk-from-dO",
+        "linear-elu-shifted", "linear-exp", "linear-relu-plus-1", "linear-scalar-denominator", "linear-causal",
+        "linear-softmax-features"])
+def test_more_mistakes_written_as_a_learner_would(exercise, answer, words):
+    named(exercise, answer, words)
+
+
+def tiled_with_the_keys_outside(q, k, v, block_q, block_k, causal=False, mask=None):
+    """Blocks of keys outside, the running statistics of every query kept in tensors of size T_q."""
+    *lead, T_q, d = q.shape
+    T_k = k.shape[-2]
+    mask = None if mask is None else torch.broadcast_to(mask, (*lead, T_q, T_k))
+    m, ell = q.new_full((*lead, T_q), NEG_INF), q.new_zeros(*lead, T_q)
+    acc = q.new_zeros(*lead, T_q, v.shape[-1])
+    for j0 in range(0, T_k, block_k):
+        j1 = min(j0 + block_k, T_k)
+        for i0 in range(0, T_q, block_q):
+            i1 = min(i0 + block_q, T_q)
+            if causal and j0 >= i1:
+                continue
+            s = (q[..., i0:i1, :] / math.sqrt(d)) @ k[..., j0:j1, :].transpose(-2, -1)
+            keep = torch.ones(i1 - i0, j1 - j0, dtype=torch.bool)
+            if causal:
+                keep = torch.arange(j0, j1)[None] <= torch.arange(i0, i1)[:, None]
+            if mask is not None:
+                keep = keep & mask[..., i0:i1, j0:j1]
+            s = s.masked_fill(~keep, NEG_INF)
+            m_new = torch.maximum(m[..., i0:i1], s.amax(-1))
+            safe = torch.where(torch.isneginf(m_new), 0.0, m_new)
+            p, rescale = torch.exp(s - safe[..., None]), torch.exp(m[..., i0:i1] - safe)
+            ell[..., i0:i1] = ell[..., i0:i1] * rescale + p.sum(-1)
+            acc[..., i0:i1, :] = acc[..., i0:i1, :] * rescale[..., None] + p @ v[..., j0:j1, :]
+            m[..., i0:i1] = m_new
+    seen = ell > 0
+    out = torch.where(seen[..., None], acc / torch.where(seen, ell, 1.0)[..., None], 0.0)
+    return out, torch.where(seen, m + torch.log(ell), NEG_INF)
+
+
+def online_softmax_with_logaddexp(blocks):
+    lse, m = torch.tensor(NEG_INF), torch.tensor(NEG_INF)
+    for block in blocks:
+        lse, m = torch.logaddexp(lse, torch.logsumexp(block, -1)), torch.maximum(m, block.amax(-1))
+    return m, torch.nan_to_num(torch.exp(lse - torch.where(torch.isneginf(m), 0.0, m)))
+
+
+@pytest.mark.parametrize("exercise, answer", [
+    (check.tiled_attention, tiled_with_the_keys_outside),
+    (check.tiled_attention, tiled_with("none")),
+    (check.online_softmax, online_softmax_with_logaddexp),
+    (check.tiled_attention_backward, lambda *a, **kw: ref.tiled_attention_backward(*(t.double() for t in a[:6]),
+                                                                                   *a[6:], **kw)),
+], ids=["tiled-keys-outside", "tiled-learner-loop", "online-logaddexp", "backward-float64"])
+def test_more_right_answers_pass(exercise, answer):
+    outcome = exercise.evaluate(answer)
+    assert outcome.passed, outcome.message
+
+
+# --- slips no catalogued mistake gives: the probes say where they are -------------------------------
+def backward_masking_the_diagonal(q, k, v, out, lse, grad_out, block_q, block_k, causal=False):
+    """The lesson's loop, with the element-wise mask of the backward pass hiding the diagonal too (j >= i)."""
+    T_q, T_k, scale = q.shape[-2], k.shape[-2], 1 / math.sqrt(q.shape[-1])
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    D = (grad_out * out).sum(-1)
+    for i0 in range(0, T_q, block_q):
+        i1 = min(i0 + block_q, T_q)
+        for j0 in range(0, T_k, block_k):
+            j1 = min(j0 + block_k, T_k)
+            if causal and j0 > i1 - 1:
+                continue
+            s = q[..., i0:i1, :] @ k[..., j0:j1, :].transpose(-2, -1) * scale
+            if causal:
+                s = s.masked_fill(torch.arange(j0, j1)[None, :] >= torch.arange(i0, i1)[:, None], NEG_INF)
+            p = torch.exp(s - lse[..., i0:i1, None])
+            ds = p * (grad_out[..., i0:i1, :] @ v[..., j0:j1, :].transpose(-2, -1) - D[..., i0:i1, None])
+            dv[..., j0:j1, :] += p.transpose(-2, -1) @ grad_out[..., i0:i1, :]
+            dq[..., i0:i1, :] += ds @ k[..., j0:j1, :] * scale
+            dk[..., j0:j1, :] += ds.transpose(-2, -1) @ q[..., i0:i1, :] * scale
+    return dq, dk, dv
+
+
+def online_softmax_returning_log_l(blocks):
+    m, ell = ref.online_softmax(blocks)
+    return m, torch.log(ell)
+
+
+def online_softmax_zeroing_its_nan(blocks):
+    m, ell = torch.tensor(NEG_INF), torch.tensor(0.0)
+    for block in blocks:
+        m_new = torch.maximum(m, block.amax(-1))
+        ell = ell * torch.exp(m - m_new) + torch.exp(block - m_new[..., None]).sum(-1)
+        m = m_new
+    return m, torch.nan_to_num(ell)
+
+
+@pytest.mark.parametrize("exercise, answer, words", [
+    (check.tiled_attention_backward, backward_masking_the_diagonal,
+     "your backward pass is right without the causal mask and wrong with it"),
+    (check.tiled_attention, tiled_with("or"), "out is right without the causal mask and wrong with it"),
+    (check.online_softmax, online_softmax_zeroing_its_nan, r"exp\(−∞ − \(−∞\)\) is NaN.*turning the NaN into 0"),
+    (check.online_softmax, online_softmax_returning_log_l, "the log of the expected values"),
+    (check.tiled_attention, tiled_with("q_whole"), r"meets the whole sequence.*q\[\.\.\., i0:i1, :\]"),
+    (check.tiled_attention, tiled_with("v_whole"), r"meets the whole sequence.*\[\.\.\., j0:j1, :\]"),
+    (check.linear_attention, lambda q, k, v: (F.elu(q) + 1) @ ((F.elu(k) + 1).transpose(-2, -1) @ v)
+     / ((F.elu(q) + 1) @ (F.elu(q) + 1).sum(-2)[..., None]), "with every value equal to 1 the output should be 1"),
+    (check.linear_attention, lambda q, k, v: (F.elu(q) + 1) @ ((F.elu(k) + 1).transpose(-2, -1) @ v)
+     / (F.elu(q) + 1).sum(-1, keepdim=True), "with every value equal to 1 the output should be 1"),
+], ids=["backward-diagonal-masked", "tiled-masks-joined-with-or", "online-nan-zeroed", "online-log-l",
+        "tiled-q-not-sliced", "tiled-v-not-sliced", "linear-z-of-the-queries", "linear-denominator-of-q-only"])
+def test_slips_placed_by_the_probes(exercise, answer, words):
     named(exercise, answer, words)

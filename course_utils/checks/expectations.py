@@ -3,6 +3,7 @@
 Each raises `ExerciseError` with a message that names the symptom; `expect_close` also names the
 mistakes the check lists and those any exercise can make (`probes.py`).
 """
+import contextlib
 import itertools
 
 import numpy as np
@@ -10,6 +11,8 @@ import numpy as np
 from ..tensors import to_numpy
 from .errors import ExerciseError, ValuesDiffer
 from .probes import _close, generic_symptom
+
+BARE = "wrong values (largest difference"          # the start of the message no symptom explains
 
 
 def expect(condition, symptom):
@@ -70,6 +73,11 @@ def expect_close(actual, expected, what, mistakes=None, atol=1e-5, rtol=1e-4, hi
                 raise ExerciseError(symptom)
         if candidates:
             raise ExerciseError(candidates[0][0])
+        with np.errstate(all="ignore"):
+            log_e = np.log(e.astype(np.float64))               # log(0) = -inf where the answer has its -inf
+        if np.array_equal(np.isfinite(log_e), finite) and np.allclose(a[finite], log_e[finite], atol=atol, rtol=rtol):
+            raise ExerciseError(f"{what} is the log of the expected values: drop the `log` (or use the function "
+                                "itself, not its log).")
         raise ExerciseError(f"{what} contains NaN or inf where the expected values are finite.")
     if _close(a, e, atol, rtol):
         return
@@ -81,9 +89,24 @@ def expect_close(actual, expected, what, mistakes=None, atol=1e-5, rtol=1e-4, hi
         raise ValuesDiffer(symptom + (f" {hint}" if hint else ""))
     diff = np.abs(a.astype(np.float64) - e.astype(np.float64))
     where = np.unravel_index(np.argmax(diff), diff.shape) if diff.ndim else ()
-    raise ValuesDiffer(f"{what}: wrong values (largest difference {diff.max():.3g} at index "
+    raise ValuesDiffer(f"{what}: {BARE} {diff.max():.3g} at index "
                        f"{tuple(int(i) for i in where)}: got {a[where]:.4g}, expected {e[where]:.4g})."
                        + (f" {hint}" if hint else ""))
+
+
+@contextlib.contextmanager
+def explained(*probes):
+    """Inside: a bare "wrong values" (a ValuesDiffer no symptom explains) is replaced by the message of the first
+    probe that finds one (a probe: () -> a symptom, or None), e.g. a test of a property the answer misses."""
+    try:
+        yield
+    except ValuesDiffer as error:
+        if BARE in str(error):
+            for probe in probes:
+                symptom = probe()
+                if symptom:
+                    raise ExerciseError(symptom) from None
+        raise
 
 
 def _same(a, b, atol=1e-5, rtol=1e-4):

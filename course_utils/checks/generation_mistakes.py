@@ -27,9 +27,12 @@ def _keep_top_p(probs, top_p, kind="ok"):
         before = (ranked.cumsum(-1) < top_p).sum(-1, keepdim=True)
         return probs <= ranked.gather(-1, before.clamp(max=probs.size(-1) - 1))
     ranked = probs.sort(-1, descending=True).values
-    if kind == "drops_crossing":             # only the tokens whose cumulative mass stays <= p: maybe none
-        inside = (ranked.cumsum(-1) <= top_p).sum(-1, keepdim=True)
-        return (probs >= ranked.gather(-1, (inside - 1).clamp(min=0))) & (inside > 0)
+    if kind == "unsorted_mask":              # the mask of the sorted row applied to the row as it is
+        return (ranked.cumsum(-1) - ranked) < top_p
+    if kind in ("drops_crossing", "drops_crossing_keep1"):   # the tokens whose cumulative mass stays <= p: maybe
+        inside = (ranked.cumsum(-1) <= top_p).sum(-1, keepdim=True)          # none (or the first one, kept anyway)
+        keep = probs >= ranked.gather(-1, (inside - 1).clamp(min=0))
+        return keep if kind == "drops_crossing_keep1" else keep & (inside > 0)
     before = (ranked.cumsum(-1) < top_p).sum(-1, keepdim=True)
     return probs >= ranked.gather(-1, before.clamp(max=probs.size(-1) - 1))
 
@@ -39,14 +42,19 @@ def sampling_variant(logits, temperature, top_k, top_p, kind="ok"):
     z = logits.double()
     if kind == "temperature_times":
         z = z * temperature
+    elif kind == "temperature_twice":
+        z = z / temperature ** 2
     elif kind not in ("temperature_after", "temperature_after_filters"):
         z = z / temperature
     if top_k is not None:
-        kth = z.topk(top_k, -1, largest=kind != "k_smallest").values[..., -1:]
+        k = min(top_k + (kind == "k_plus_one"), z.size(-1))
+        kth = z.topk(k, -1, largest=kind not in ("k_smallest", "kthvalue")).values[..., -1:]
         if kind == "kth_is_max":             # compared with the LARGEST value, not the k-th
             kth = z.max(-1, keepdim=True).values
         if kind == "k_smallest":
             z = z.masked_fill(z > kth, float("-inf"))
+        elif kind == "k_minus_one":          # z <= kth removed: the k-th itself goes
+            z = z.masked_fill(z <= kth, float("-inf"))
         else:
             z = z.masked_fill(z < kth, 0.0 if kind == "fill_zero" else float("-inf"))
     probs = z.softmax(-1)
@@ -58,8 +66,12 @@ def sampling_variant(logits, temperature, top_k, top_p, kind="ok"):
     if kind == "temperature_after_filters":  # the filters chose the tokens at T = 1; T applied to what they kept
         kept = probs > 0
         probs = logits.double().div(temperature).softmax(-1) * kept
+    if kind == "sorted_out":                 # left in the sort's order
+        probs = probs.sort(-1, descending=True).values
     if kind == "no_renorm":
         return probs
+    if kind == "whole_sum":                  # divided by the sum of the whole tensor, not of each row
+        return probs / probs.sum()
     if kind == "softmax_renorm":             # a softmax where a division by the sum was asked
         return probs.softmax(-1)
     return probs / probs.sum(-1, keepdim=True)
@@ -71,6 +83,8 @@ def _unnormalised(logits, temperature, top_k, top_p):
     return logits.double().div(temperature).softmax(-1) * kept
 
 
+_UNSORT = ("put it back at each token's position (scatter with the sort's indices), or keep the tokens at least as "
+           "probable as the last one the sorted row keeps")
 SAMPLING_MISTAKES = {
     "temperature_after": "the temperature has no effect: divide the LOGITS by T before the softmax (dividing "
                          "the probabilities by T is undone when they are renormalised)",
@@ -78,6 +92,17 @@ SAMPLING_MISTAKES = {
                          "distribution, T < 1 sharpens it)",
     "temperature_after_filters": "the temperature is applied after the filters: top-p chose its tokens from the "
                                  "distribution at T = 1. Divide the logits by T FIRST, then top-k, then top-p",
+    "temperature_twice": "the temperature is applied twice (the logits divided by T²): divide the logits by T once",
+    "kthvalue": "top-k compares with the k-th SMALLEST logit (torch.kthvalue counts from the smallest): the threshold "
+                "is the k-th largest, torch.topk(z, k).values[..., -1:]",
+    "k_plus_one": "top-k keeps k+1 tokens: the k-th largest logit is sorted[..., k-1] (counting from 0), the last of "
+                  "the k values torch.topk returns (values[..., -1:])",
+    "k_minus_one": "top-k keeps k-1 tokens: it removes the k-th largest logit itself; remove only the logits BELOW it "
+                   "(z < kth), so that the k-th is kept",
+    "unsorted_mask": "top-p's mask is in SORTED order (computed on the sorted row and applied to the row as it is, or "
+                     "the sorted probabilities returned): " + _UNSORT,
+    "sorted_out": "top-p's result is in SORTED order (the sorted probabilities returned, or the sorted row's mask "
+                  "applied to the row as it is): " + _UNSORT,
     "k_smallest": "top-k keeps the k SMALLEST logits: keep the k largest (torch.topk(z, k) gives the largest)",
     "kth_is_max": "top-k compares every logit with the LARGEST one (topk(...).values[..., 0]): compare with the "
                   "k-th largest, the last of the k values topk returns",
@@ -88,6 +113,11 @@ SAMPLING_MISTAKES = {
     "top_p_unfiltered": "top-p is computed on the distribution before top-k (or applied before top-k, which "
                         "gives the same): apply it to the distribution top-k left, renormalised, as the order "
                         "temperature -> top-k -> top-p says",
+    "drops_crossing_keep1": "top-p drops the token that crosses p (keeping only the tokens whose cumulative mass "
+                            "stays <= p): keep the smallest set of most probable tokens whose mass REACHES p, the "
+                            "token that takes the cumulative sum to p or beyond included",
+    "whole_sum": "the probabilities are divided by the sum of the whole tensor: each ROW must sum to 1, divide by "
+                 "probs.sum(-1, keepdim=True)",
     "p_ascending": "top-p keeps the LEAST probable tokens: sort the probabilities in descending order "
                    "(sort(descending=True)) and keep the most probable ones until their mass reaches p",
     "softmax_renorm": "the kept probabilities are renormalised with a softmax, which gives the removed tokens "
@@ -110,6 +140,13 @@ def expect_sampling(ev: Evaluation, got, logits, temperature, top_k, top_p, what
                                                                          equal_nan=True)}
     ev.expect_close(got, expected, what, mistakes=mistakes, atol=1e-5, rtol=1e-4)
     expect_distribution(got, what)
+
+
+SAMPLING_ERRORS = [
+    (r"size of tensor a \(\d+\) must match the size of tensor b \(\d+\) at non-singleton dimension 1",
+     "a value of each row (the k-th largest logit, the probability that reaches p, or the row's sum) lost its last "
+     "axis: shape (N,) does not line up with the rows (N, V); keep it, values[..., -1:], sum(-1, keepdim=True)"),
+]
 
 
 def designed_logits(temperature=0.7):
@@ -147,10 +184,11 @@ def reference_cached_attention_step(q, k, v, cache_k, cache_v):
 def step_variant(q, k, v, cache_k, cache_v, kind):
     """(out, cache_k, cache_v) of one cached step with the mistake `kind` planted."""
     t = cache_k.size(2)
-    position = torch.tensor([{"pos0": 0, "pos+1": t + 1}.get(kind, t)])
+    position = torch.tensor([kind if isinstance(kind, int) else {"pos0": 0, "pos+1": t + 1}.get(kind, t)])
     q_rot = q if kind == "k_only" else apply_rope(q, position)
     k_rot = k if kind == "q_only" else apply_rope(k, position)
-    keys, values = torch.cat([cache_k, k_rot], 2), torch.cat([cache_v, v], 2)
+    keys = torch.cat([cache_k, k_rot], 2)
+    values = torch.cat([cache_v, apply_rope(v, position) if kind == "rope_v" else v], 2)
     if kind == "rotate_again":               # the whole cache rotated at 0..t, the cached keys a second time
         keys = apply_rope(keys, torch.arange(t + 1))
     used_k, used_v = keys, values
@@ -159,10 +197,12 @@ def step_variant(q, k, v, cache_k, cache_v, kind):
     if kind == "new_only":
         used_k, used_v = k_rot, v
     mask = causal_mask(t + 1)[:1] if kind == "mask_row0" else None   # the causal mask's first row
-    scale = {"scale_1/d": 1 / q.size(-1), "no_scale": 1.0}.get(kind)
+    scale = {"scale_1/d": 1 / q.size(-1), "no_scale": 1.0, "scale_d_model": 1 / math.sqrt(q.size(-1) * q.size(1)),
+             "scale_after": 1.0}.get(kind)
     if scale is not None or kind == "softmax_queries":
         scores = q_rot @ used_k.transpose(-2, -1) * (scale or 1 / math.sqrt(q.size(-1)))
-        out = scores.softmax(-2 if kind == "softmax_queries" else -1) @ used_v
+        weights = scores.softmax(-2 if kind == "softmax_queries" else -1)
+        out = (weights / math.sqrt(q.size(-1)) if kind == "scale_after" else weights) @ used_v
     else:
         out = scaled_dot_product_attention(q_rot, used_k, used_v, mask)
     return out, keys, values
@@ -184,12 +224,30 @@ STEP_MISTAKES = {
                     "added, so rotate only the NEW key (at t), then append it",
     "mask_row0": "the causal mask is still applied: its first row lets the query see key 0 only, but the newest "
                  "query is the LAST position, which may see every cached key; a step needs no mask",
+    "rope_v": "the value is rotated too: RoPE rotates only q and k (the positions enter through the scores); "
+              "append v as it is",
+    "scale_d_model": "the scores are divided by √(h·d), the model's width: each head divides by the square root of "
+                     "ITS size, √d (d = q.size(-1))",
+    "scale_after": "the weights are divided by √d AFTER the softmax: divide the scores q kᵀ by √d before it (the "
+                   "weights then sum to 1)",
     "scale_1/d": "the scores are divided by d: divide q kᵀ by √d (d = q.size(-1), the head's size)",
     "no_scale": "the scores are not scaled: divide q kᵀ by √d (d = q.size(-1), the head's size)",
     "softmax_queries": "the softmax runs over the queries (dim=-2): take it over the keys, the last axis, so that "
                        "the newest query's weights over the t+1 keys sum to 1",
 }
 
+def position_mistakes(args, ref):
+    """{symptom: out} of q and k rotated at another position than t = cache_k.size(2) (the sizes a learner may take
+    for it: a neighbour of t, the heads, the head's size, the batch)."""
+    B, h, t, d = args[3].shape                                  # cache_k
+    wrong = sorted(p for p in {t - 1, t + 2, h, d, B, 2 * t} if p > 0 and p not in (t, t + 1))
+    return distinct({f"q and k are rotated at position {p}, not at the newest position t = cache_k.size(2) = {t} "
+                     "(the cache's length, axis 2 of (B, h, t, d); the cache holds positions 0..t-1)":
+                     step_variant(*args, p)[0] for p in wrong}, ref)
+
+
+SQUEEZED = ("out has lost its position axis: return out (B, h, 1, d), the ONE newest position (weights (B, h, 1, "
+            "t+1) @ values (B, h, t+1, d)); do not squeeze it")
 CAT_AXIS = ("torch.cat joined the cache and the new key or value along the wrong axis: the positions are axis 2 "
             "of (B, h, t, d), torch.cat([cache_k, k], dim=2)")
 STEP_ERRORS = [
@@ -255,10 +313,12 @@ def rope_variant(x, positions, base, kind):
     d = x.size(-1)
     x = x.double()
     i = torch.arange(d // 2, dtype=torch.float64)
-    exponent = {"freq_no_two": -i / d, "freq_sign": 2 * i / d, "freq_full": -2 * i / (d // 2)}.get(kind, -2 * i / d)
+    exponent = {"freq_no_two": -i / d, "freq_sign": 2 * i / d, "freq_full": -2 * i / (d // 2),
+                "freq_int": torch.floor(-2 * i / d)}.get(kind, -2 * i / d)
     theta = (10000.0 if kind == "base_ignored" else base) ** exponent
     m = positions.double()
-    m = {"pos+1": m + 1, "arange": torch.arange(x.size(-2), dtype=torch.float64)}.get(kind, m)
+    m = {"pos+1": m + 1, "arange": torch.arange(x.size(-2), dtype=torch.float64),
+         "arange1": torch.arange(1, x.size(-2) + 1, dtype=torch.float64)}.get(kind, m)
     angle = m[:, None] * theta
     if kind == "sign":
         angle = -angle
@@ -290,6 +350,10 @@ ROPE_MISTAKES = {
     "pos+1": "the positions are off by one: rotate by positions[t] θ_i itself, not (positions[t] + 1) θ_i",
     "arange": "the positions are ignored (0, 1, ..., T-1 used instead): rotate row t by positions[t] θ_i, the "
               "positions the function is given (a cached step gives one position, t)",
+    "arange1": "the positions are ignored (1, 2, ..., T used instead): rotate row t by positions[t] θ_i, the "
+               "positions the function is given",
+    "freq_int": "the exponent -2i/d is computed with integers (// rounds it down to 0 or -1): compute it in floats, "
+                "-2 * torch.arange(d // 2).float() / d",
     "base_ignored": "the base argument is ignored (10000 used): θ_i = base^(-2i/d) with the base you are given",
     "freq_no_two": "the frequencies are off: θ_i = base^(-2i/d) for i = 0 .. d/2-1 (you used base^(-i/d))",
     "freq_sign": "the frequencies are off: θ_i = base^(-2i/d), a NEGATIVE exponent (the first pair turns fastest, "
@@ -297,6 +361,20 @@ ROPE_MISTAKES = {
     "freq_full": "the frequencies are off: θ_i = base^(-2i/d) with d the full feature size, not d/2",
     "degrees": "the angles are taken as degrees: m θ_i is in radians (torch.cos and torch.sin take radians)",
 }
+
+
+def rope_errors(T, d):
+    """The crashes of apply_rope's typical slips, for x (..., T, d) (lesson12_setup.call_naming's errors)."""
+    def sizes(match):
+        got = {int(match[1]), int(match[2])}
+        if got == {T, d // 2} and T != d // 2:
+            return ("positions (T,) times θ (d/2,) do not broadcast: make the angles a (T, d/2) table, "
+                    "positions[:, None] * theta (an outer product)")
+        if got == {d // 2, d}:
+            return ("θ has d values: there is one frequency per PAIR, θ_i for i = 0 .. d/2-1 (torch.arange(d // 2)), "
+                    "so that cos and sin are (T, d/2) like each half of x")
+        return None
+    return [(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", sizes)]
 
 
 def rope_complex(x, positions, base):

@@ -24,21 +24,23 @@ def _ce(logits, targets, ignore, reduction="mean"):
 
 def loss_variant(logits, tokens, pad_id, kind):
     """The next-token loss with the mistake `kind` planted."""
-    shifts = {"not_shifted": (logits, tokens), "wrong_way": (logits[:, 1:], tokens[:, :-1]),
+    shifts = {"not_shifted": (logits, tokens), "not_shifted_cut": (logits[:, :-1], tokens[:, :-1]),
+              "wrong_way": (logits[:, 1:], tokens[:, :-1]),
               "same_positions": (logits[:, 1:], tokens[:, 1:]),
-              "shift2": (logits[:, :-2], tokens[:, 2:]), "roll": (logits, tokens.roll(-1, dims=1))}
+              "shift2": (logits[:, :-2], tokens[:, 2:]), "roll": (logits, tokens.roll(-1, dims=1)),
+              "flat_shift": (logits.reshape(1, -1, logits.size(-1))[:, :-1], tokens.reshape(1, -1)[:, 1:])}
     x, y = shifts.get(kind, (logits[:, :-1], tokens[:, 1:]))
     real = y != pad_id
     if kind == "padding":
         return _ce(x, y, -100)
     if kind == "pad0":
         return _ce(x, y, 0)
-    if kind == "sum":
-        return _ce(x, y, pad_id, "sum")
+    if kind in ("sum", "batch", "all_tokens"):
+        return _ce(x, y, pad_id, "sum") / {"sum": 1, "batch": x.size(0), "all_tokens": (tokens != pad_id).sum()}[kind]
     if kind == "all_positions":
         return _ce(x, y, pad_id, "sum") / y.numel()
-    if kind == "axis":
-        return -(torch.log_softmax(x, dim=1).gather(-1, y[..., None])[..., 0])[real].mean()
+    if kind in ("axis", "axis0"):
+        return -(torch.log_softmax(x, dim=1 if kind == "axis" else 0).gather(-1, y[..., None])[..., 0])[real].mean()
     if kind == "per_row":
         per = _ce(x, y, pad_id, "none").view(y.shape)
         return ((per * real).sum(1) / real.sum(1)).mean()
@@ -57,12 +59,15 @@ def loss_variant(logits, tokens, pad_id, kind):
 LOSS_MISTAKES = {
     "not_shifted": "the targets are not shifted: position t must predict token t+1, so compare logits[:, :-1] "
                    "with tokens[:, 1:] (you compared every position with the token it reads)",
+    "not_shifted_cut": "the targets are not shifted: the logits at position t are compared with the token at t, the "
+                       "one they read; position t must predict token t+1 (logits[:, :-1] against tokens[:, 1:])",
     "wrong_way": "the targets are shifted the wrong way: the logits at positions 0..T-2 predict tokens 1..T-1 "
                  "(logits[:, :-1] against tokens[:, 1:]), not logits[:, 1:] against tokens[:, :-1]",
-    "shift2": "the targets are shifted by two: position t predicts the NEXT token, t+1 (logits[:, :-1] against "
-              "tokens[:, 1:])",
+    "shift2": "the targets are shifted by two: position t predicts the NEXT token, t+1 (logits[:, :-1], tokens[:, 1:])",
     "same_positions": "the logits and the targets are taken at the same positions (logits[:, 1:] against "
                       "tokens[:, 1:]): position t predicts token t+1, logits[:, :-1] against tokens[:, 1:]",
+    "flat_shift": "the batch was flattened BEFORE the shift: the last position of each row then predicts the first "
+                  "token of the NEXT row. Shift inside each row (logits[:, :-1] against tokens[:, 1:]), then flatten",
     "roll": "torch.roll wraps around: the last position gets the row's FIRST token as its target. Drop the last "
             "position instead: logits[:, :-1] against tokens[:, 1:]",
     "padding": "padding is counted: targets equal to pad_id must not enter the loss (ignore_index=pad_id, or "
@@ -72,11 +77,16 @@ LOSS_MISTAKES = {
                   "targets that are padding, tokens[:, 1:] == pad_id (a real token may be followed by padding)",
     "sum": "the loss is a sum: return the MEAN over the real targets (a sum grows with the batch and the length, "
            "so the learning rate would have to change with them)",
+    "batch": "the sum of the losses is divided by the batch size B: divide it by the number of real targets (the "
+             "mean over every real target of the batch)",
+    "all_tokens": "the sum is divided by the number of ALL real tokens, the inputs' first included: divide by the "
+                  "number of real TARGETS, (tokens[:, 1:] != pad_id).sum()",
     "all_positions": "the sum over the real targets is divided by ALL T-1 positions of every row, padding "
                      "included: divide by the number of real targets",
     "per_row": "the loss is averaged per row, then over the rows: a short row would weigh as much as a long one. "
                "Average over all the real targets of the batch at once",
     "axis": "the softmax runs over the wrong axis: log_softmax over the LAST axis (the vocabulary, V)",
+    "axis0": "the softmax runs over the batch axis (dim 0): log_softmax over the LAST axis (the vocabulary, V)",
     "nll_on_logits": "F.nll_loss takes LOG-probabilities and you gave it logits: use F.cross_entropy on the "
                      "logits (it applies log_softmax itself)",
     "label_smoothing": "the loss is label-smoothed: the next-token loss (and the perplexity, its exponential) is "
@@ -85,12 +95,15 @@ LOSS_MISTAKES = {
                      "LOGITS (it applies log_softmax itself)",
 }
 
+LOSS_NO_GRAD = ("the loss must stay a torch tensor that gradients flow through: return it as it is, without .item(), "
+                "float(...) or .detach(), so that loss.backward() reaches the logits")
 LOSS_ERRORS = [
     (r"view size is not compatible", "logits[:, :-1] is a slice that .view cannot flatten: use .reshape(-1, V) "
                                      "(or .flatten(0, 1)) to get (B·(T-1), V)"),
-    (r"Expected target size|Expected input batch_size", "F.cross_entropy takes the classes on axis 1: give it "
-                                                        "logits (N, V) and targets (N,), flattened with "
-                                                        ".reshape(-1, V) and .reshape(-1)"),
+    (r"Expected target size", "F.cross_entropy takes the classes on axis 1: give it logits (N, V) and targets (N,), "
+                              "flattened with .reshape(-1, V) and .reshape(-1)"),
+    (r"Expected input batch_size", "the logits and the targets do not line up: shift both, then flatten both the "
+                                   "same way, logits[:, :-1].reshape(-1, V) against tokens[:, 1:].reshape(-1)"),
 ]
 
 
@@ -101,14 +114,29 @@ def block_variant(layer, x, mask, kind):
     """A GPT block's output, from the reference block's modules, with the mistake `kind` planted."""
     n1, n2, ff = layer.norm1, layer.norm2, layer.ff
     d1, d2 = layer.dropout1, layer.dropout2
-    m = {"no_mask": None, "sees_next": torch.ones(x.size(1), x.size(1), dtype=torch.bool).tril(1)}.get(kind, mask)
+    m = {"no_mask": None, "sees_next": torch.ones(x.size(1), x.size(1), dtype=torch.bool).tril(1),
+         "inverted": ~mask}.get(kind, mask)
 
     def attn(y):
         return layer.attn(y, m)
     if kind == "one_norm":
         n2 = n1
-    if kind == "no_dropout":
-        d1 = d2 = nn.Identity()
+    if kind == "norms_swapped":
+        n1, n2 = n2, n1
+    if kind in ("no_dropout", "no_dropout1"):
+        d1 = nn.Identity()
+    if kind in ("no_dropout", "no_dropout2"):
+        d2 = nn.Identity()
+    if kind == "unpacked":                   # out, weights = attention(...): the batch's first two rows
+        x = x + d1(attn(n1(x))[0])
+        return x + d2(ff(n2(x)))
+    if kind in ("parallel", "ff_on_attn"):   # the FFN reads the block's input, or the attention's output alone
+        a = d1(attn(n1(x)))
+        return x + a + d2(ff(n2(x if kind == "parallel" else a)))
+    if kind == "norm_residual_attn":
+        y = n1(x)
+        x = y + d1(attn(y))
+        return x + d2(ff(n2(x)))
     if kind == "post_norm":
         x = n1(x + d1(attn(x)))
         return n2(x + d2(ff(x)))
@@ -172,6 +200,20 @@ BLOCK_MISTAKES = {
                 "feed-forward network (each has its own gain and bias)",
     "norm_residual": "the residual starts from the normalised x: y = LayerNorm(x) feeds only the sub-layer; add "
                      "its output to the ORIGINAL x (x = x + Sublayer(y))",
+    "norms_swapped": "norm1 and norm2 are swapped: norm1 normalises the attention's input, norm2 the FFN's",
+    "norm_residual_attn": "the attention's residual starts from the normalised x: y = LayerNorm(x) feeds only the "
+                          "sub-layer; add its output to the ORIGINAL x (x = x + Dropout(Attn(y)))",
+    "inverted": "the mask is inverted: True means MAY attend (the causal mask you are given, True on and below the "
+                "diagonal); pass `mask` itself to the attention",
+    "no_dropout1": "dropout1 is not applied: x = x + self.dropout1(attention output)",
+    "no_dropout2": "dropout2 is not applied: x = x + self.dropout2(feed-forward output)",
+    "unpacked": "the attention's output was unpacked as (out, weights): the course's MultiHeadAttention returns ONE "
+                "tensor (B, T, d_model) (nn.MultiheadAttention returns a pair), so `out, _ = ...` takes the batch's "
+                "first two rows; use out = self.attn(y, y, y, mask)",
+    "parallel": "the two sub-layers run side by side on the block's input: the feed-forward network reads the "
+                "UPDATED x, after the attention's residual (x = x + Attn(...), then x + FFN(LayerNorm2(x)))",
+    "ff_on_attn": "the feed-forward network reads the attention's output alone: it reads the UPDATED x, after the "
+                  "residual (x = x + Dropout(Attn(...)), then x + Dropout(FFN(LayerNorm2(x))))",
     "stale": "the feed-forward network reads LayerNorm of the block's INPUT (the y computed before the "
              "attention): normalise the updated x again, x + Dropout(self.ff(self.norm2(x)))",
     "norm_after": "the LayerNorm is applied to the sub-layer's OUTPUT: in a pre-norm block it normalises the "
@@ -218,15 +260,17 @@ def model_variant(model, tokens, kind):
             "inverted": ~causal_mask(T)}.get(kind, causal_mask(T))
     if kind == "norm_before":
         x = model.norm(x)
-    layers = {"first_block_only": [model.layers[0]] * len(model.layers),
-              "reversed": list(model.layers)[::-1]}.get(kind, model.layers)
+    layers = {"first_block_only": [model.layers[0]] * len(model.layers), "one_block": list(model.layers)[-1:],
+              "first_block_once": list(model.layers)[:1], "reversed": list(model.layers)[::-1]}.get(kind, model.layers)
+    if kind == "pos_every_block":
+        x = e * scale
     for layer in layers:
-        x = layer(x, mask)
+        x = layer(model.pos(x) if kind == "pos_every_block" else x, mask)
         x = model.norm(x) if kind == "norm_every_block" and layer is not layers[-1] else x
     if kind not in ("no_final_norm", "norm_before"):
         x = model.norm(x)
     logits = model.head(x)
-    return logits.softmax(-1) if kind == "softmax" else logits
+    return {"softmax": logits.softmax(-1), "log_softmax": logits.log_softmax(-1)}.get(kind, logits)
 
 
 MODEL_MISTAKES = {
@@ -255,6 +299,13 @@ MODEL_MISTAKES = {
     "reversed": "the blocks run in reverse order: self.layers[0] first, then the next one, up to the last",
     "norm_every_block": "the final LayerNorm is applied after EVERY block: the blocks normalise their own inputs "
                         "(pre-norm); the final LayerNorm comes once, after the last block",
+    "pos_every_block": "the positions are added before EVERY block: add them once, to the scaled embeddings",
+    "one_block": "only the last block is applied: run every block of self.layers in turn (for layer in self.layers: "
+                 "x = layer(x, mask))",
+    "first_block_once": "only the first block is applied: run every block of self.layers in turn (for layer in "
+                        "self.layers: x = layer(x, mask))",
+    "log_softmax": "you return log-probabilities (a log_softmax): return the LOGITS (the output layer's values); the "
+                   "loss and sampling apply the softmax themselves",
     "softmax": "you return probabilities: return the LOGITS (the output layer's values); the loss and sampling "
                "apply the softmax themselves",
 }
@@ -263,6 +314,12 @@ MODEL_ERRORS = [
     (r"a 2-D mask must be \(T_q, T_k\)|does not broadcast to the scores",
      "the mask does not fit the input: build it for the T = tokens.size(1) tokens of this batch, "
      "causal_mask(T), not for max_len"),
+    (r"mat1 and mat2 shapes cannot be multiplied \(\d+x(\d+) and \d+x\1\)",
+     "the output layer multiplies by the embedding matrix (V, d_model) without transposing it: the logits are "
+     "x @ self.embed.weight.T, which self.head(x) computes once it is tied"),
+    (r"IndexError: index out of range in self",
+     "an embedding table was read past its end: the position table has max_len rows, looked up by POSITION "
+     "(0..T-1, self.pos(x) adds P[:T]), not by the token ids; the token ids index self.embed"),
     (r"mask must be a bool tensor", "the mask must be boolean, True where a position may attend: causal_mask(T) "
                                     "(torch.tril of ones gives floats; add dtype=torch.bool)"),
 ]
@@ -273,10 +330,14 @@ UNTIED = ("the output layer is not tied to the embedding: it must be the SAME pa
 # ---------------------------------------------------------------------------------------------
 # Exercise 7: grouped-query attention
 # ---------------------------------------------------------------------------------------------
-def _manual(q, k, v, mask, scale, axis=-1, inverted=False):
+def _manual(q, k, v, mask, scale, axis=-1, inverted=False, kind=""):
     scores = q @ k.transpose(-2, -1) * scale
     keep = ~mask if inverted else mask
-    return scores.masked_fill(~keep, float("-inf")).softmax(axis) @ v
+    if kind == "after_softmax":
+        return (scores.softmax(axis) * keep) @ v
+    if kind == "additive_float":              # F.scaled_dot_product_attention ADDS a float mask
+        return (scores + keep.float()).softmax(axis) @ v
+    return scores.masked_fill(~keep, 0.0 if kind == "fill_zero" else float("-inf")).softmax(axis) @ v
 
 
 def gqa_variant(q, k, v, mask, kind):
@@ -300,6 +361,10 @@ def gqa_variant(q, k, v, mask, kind):
         return _manual(q, ks, vs, mask, 1 / math.sqrt(d), axis=-2)
     if kind == "inverted_nan":                     # masked_fill(mask, -inf): rows with no key allowed give NaN
         return _manual(q, ks, vs, mask, 1 / math.sqrt(d), inverted=True)
+    if kind in ("after_softmax", "additive_float", "fill_zero"):
+        return _manual(q, ks, vs, mask, 1 / math.sqrt(d), kind=kind)
+    if kind == "causal_only":                      # a causal mask of its own, the given mask ignored
+        return scaled_dot_product_attention(q, ks, vs, causal_mask(T))
     return scaled_dot_product_attention(q, ks, vs, {"no_mask": None, "inverted": ~mask}.get(kind, mask))
 
 
@@ -314,6 +379,13 @@ GQA_MISTAKES = {
     "inverted": "the mask is inverted: True means MAY attend (the causal mask is True on and below the diagonal)",
     "inverted_nan": "the mask is inverted (masked_fill(mask, -inf) hides the allowed keys): True means MAY attend; "
                     "hide the keys where the mask is False, masked_fill(~mask, float('-inf'))",
+    "causal_only": "the mask you are given is ignored: your function applies a causal mask of its own (is_causal, or "
+                   "causal_mask(T)); use `mask` (here a padding mask)",
+    "fill_zero": "the masked scores are set to 0, which still gets weight after the softmax: set them to -inf",
+    "after_softmax": "the mask is applied after the softmax: the weights no longer sum to 1. Set the masked scores to "
+                     "-inf before the softmax",
+    "additive_float": "the mask was turned into floats: F.scaled_dot_product_attention ADDS a float mask to the scores "
+                      "(+1 where allowed); pass the boolean mask itself (True = may attend)",
     "no_scale": "the scores are not scaled: divide q kᵀ by √d_head (d = q.size(-1))",
     "scale_1/d": "the scores are divided by d_head: divide them by its square root, √d_head",
     "scale_d_model": "the scores are divided by √d_model (all heads' features): each head divides by the square "

@@ -65,11 +65,11 @@ def self_attention_2d(ev: Evaluation, answer):
 
 
 # --- exercise 2: the block y = x + γ·o -------------------------------------------------------------
-def _block_output(params, x, swap=False):
-    """o of SAGAN's block whose state_dict is `params` (f, g, h, v weights (out, in, 1, 1))."""
+def _block_output(params, x, swap=False, part=0):
+    """o (part 1: the weights) of SAGAN's block whose state_dict is `params` (f, g, h, v weights (out, in, 1, 1))."""
     W = {name: params[f"{name}.weight"][:, :, 0, 0] for name in "fghv"}
     W_f, W_g = (W["g"], W["f"]) if swap else (W["f"], W["g"])
-    return _ref_attention_2d(x, W_f, W_g, W["h"], W["v"])[0]
+    return _ref_attention_2d(x, W_f, W_g, W["h"], W["v"])[part]
 
 
 _BUILD_ERRORS = [   # what a slip in __init__ raises, named
@@ -86,8 +86,9 @@ _FORWARD_ERRORS = [  # what a slip in forward raises, named
      "self_attention_2d takes the weight MATRICES: self.f.weight is (C̄, C, 1, 1), a convolution's kernel; "
      "self.f.weight[:, :, 0, 0] is the (C̄, C) matrix W_f (the same for g, h and v)."),
     (r"W(_v)? should have shape",
-     "the matrices are passed in the wrong order: self_attention_2d(x, W_f, W_g, W_h, W_v), with W_f from "
-     "self.f (keys), W_g from self.g (queries), W_h from self.h (values), W_v from self.v (the output map)."),
+     "the matrices are passed in the wrong order (or one is transposed): self_attention_2d(x, W_f, W_g, W_h, W_v), "
+     "with W_f from self.f (keys), W_g from self.g (queries), W_h from self.h (values), W_v from self.v (the output "
+     "map), each self.X.weight[:, :, 0, 0] as it is, without .T."),
     VIEW,
 ]
 
@@ -176,6 +177,11 @@ def self_attention_block(ev: Evaluation, cls):
     expect(weights is not None and tuple(weights.shape) == (2, 20, 20),
            "keep the last attention weights on self.attn_weights, shape (B, N, N) = (2, 20, 20) here, "
            "so that the lesson can plot them.")
+    right = _block_output(params, x, part=1)
+    ev.expect_close(weights, right, "self.attn_weights", mistakes={
+        "self.attn_weights is transposed: keep the weights as self_attention_2d returns them (row j = query pixel j, "
+        "a distribution over the keys).": right.transpose(1, 2)}, atol=1e-5,
+        hint="Keep the weights self_attention_2d returned in this forward call, as they are.")
     module.zero_grad()
     call(ev, module, x, errors=_FORWARD_ERRORS).sum().backward()
     grad = dict(module.named_parameters())["gamma"].grad
@@ -284,7 +290,13 @@ def causal_attention_block(ev: Evaluation, answer):
             "the read-out mixes x itself, not the values: v = x @ W_v.": torch.cat([x, ref_w @ x], -1),
             "the read-out uses the transposed weights: read_t = Σ_s weights[t, s] v_s, i.e. weights @ v.":
                 torch.cat([x, ref_w.transpose(1, 2) @ v], -1),
+            "the values themselves are concatenated, not the read-out: read = weights @ v, the weighted sum of the "
+            "values of the steps s <= t.": torch.cat([x, v], -1),
         }
+        width = out.shape[-1] if hasattr(out, "shape") and tuple(out.shape[:2]) == (B, T) else d_in + d_value
+        expect(width == d_in + d_value or any(tuple(m.shape) == tuple(out.shape) for m in mistakes.values()),
+               f"the output has {width} features, not d_in + d_value = {d_in + d_value}: it is [x, read], x itself "
+               f"(d_in = {d_in}) first, then the read-out weights @ v (d_value = {d_value}).")
         _expect_causal_output(ev, answer, (x, W_q, W_k, W_v), out, t=T // 2, known=mistakes)
         ev.expect_close(out, ref_out, "the block's output", mistakes=mistakes)
         tests += 1

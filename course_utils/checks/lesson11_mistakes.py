@@ -107,6 +107,8 @@ def attention_2d_weight_mistakes(x, W_f, W_g, W_h):
     scores = raw / math.sqrt(d_key)
     scrambled = _pixels(conv1x1(x, W_g), True) @ _pixels(conv1x1(x, W_f), True).transpose(1, 2) / math.sqrt(d_key)
     mistakes = {
+        "the scores are divided by √d_key AFTER the softmax: scale q·k before it (the weights then sum to 1).":
+            torch.softmax(raw, dim=-1) / math.sqrt(d_key),
         "the weights are transposed: row j of weights is pixel j's distribution over the keys i, α_{j,i} "
         "(weights[b, j, i]); you return its transpose.": torch.softmax(scores, dim=-1).transpose(1, 2),
         "the weights are normalised over the queries (dim 1), not the keys: take the softmax over "
@@ -114,6 +116,10 @@ def attention_2d_weight_mistakes(x, W_f, W_g, W_h):
         SOFTMAX_DIM_0: torch.softmax(scores, dim=0),
         "queries and keys are swapped: the queries are g(x) = W_g x and the keys f(x) = W_f x.":
             torch.softmax(scores.transpose(1, 2), dim=-1),
+        "the queries and the keys come from the same matrix: the queries are g(x) = W_g x, the keys f(x) = W_f x.":
+            torch.softmax(k @ k.transpose(1, 2) / math.sqrt(d_key), dim=-1),
+        "the queries and the keys come from the same matrix W_g: the queries are g(x) = W_g x, the keys f(x) = "
+        "W_f x.": torch.softmax(q @ q.transpose(1, 2) / math.sqrt(d_key), dim=-1),
         "the weights are divided by their largest value, not by their sum: softmax(s)_i = "
         "exp(s_i) / Σ_i' exp(s_i').": divided_by_max(scores),
         "the weights are exp(scores), not normalised: divide by their sum over the keys (the softmax).":
@@ -149,17 +155,26 @@ def attention_2d_output_mistakes(x, weights, W_h, W_v):
             conv1x1(image(weights.transpose(1, 2) @ _pixels(conv1x1(x, W_h))), W_v),
         "o mixes x itself, not the values: the values are h(x) = W_h x (conv1x1(x, W_h)), and W_v maps "
         "their mixture back to C channels.": image(weights @ _pixels(x)),
+        "o has the read-out's pixels in the wrong places: (B, C̄, N) reshapes to (B, C̄, H, W), H rows then W "
+        "columns (not (B, C̄, W, H)).": conv1x1(read.transpose(1, 2).reshape(B, -1, W, H).transpose(2, 3), W_v),
+        "o includes x: return the attention's output alone, o = conv1x1(read, W_v); the residual x + γ·o is the "
+        "block's (exercise 2).": x + conv1x1(image(read), W_v),
     }
 
 
 def attention_2d_errors(B, d_key, C_bar, C):
     """The PyTorch errors of `self_attention_2d`'s typical slips, named."""
+    def conv(match):
+        channels, rows = int(match.group(1)), int(match.group(2))
+        if channels == d_key != C_bar and rows == C:
+            return (f"W_v got a read-out of {d_key} channels, not C̄ = {C_bar}: the values are h(x) = conv1x1(x, W_h), "
+                    "not f(x) or g(x) (W_f and W_g make the keys and the queries).")
+        return ("a weight matrix was transposed: conv1x1(x, W) takes W as it is given, (C_out, C): W_f, W_g and W_h "
+                f"are (C̄, C) = ({d_key}, {C}) and ({C_bar}, {C}) here, W_v is (C, C̄); no .T.")
     return [
         VIEW,
         transposed_batch(B, d_key),
-        (r"W should have shape \(C_out, \d+\) for x with \d+ channels, got shape \((\d+), (\d+)\)",
-         "a weight matrix was transposed: conv1x1(x, W) takes W as it is given, (C_out, C): W_f, W_g and W_h "
-         f"are (C̄, C) = ({d_key}, {C}) and ({C_bar}, {C}) here, W_v is (C, C̄); no .T."),
+        (r"W should have shape \(C_out, (\d+)\) for x with \d+ channels, got shape \((\d+), (\d+)\)", conv),
         (r"batch2 tensor to be: \[\d+, \d+\] but got|cannot be multiplied",
          "a matrix product has shapes that do not fit: the scores are q @ k.transpose(1, 2), with q and k of "
          "shape (B, N, C̄) (pixels first), and the read-out is weights @ v."),

@@ -5,6 +5,8 @@ gpt.GPT with learned positions, decoding.sampling_distribution, positions.apply_
 gpt_attention.grouped_query_attention; the cached step's reference is in generation_mistakes.py) on seeded
 random inputs, tests the property its exercise is about, and names the typical mistakes (planted in
 gpt_mistakes.py and generation_mistakes.py)."""
+import functools
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -17,9 +19,12 @@ from ..masks import causal_mask
 from ..positions import apply_rope as ref_apply_rope
 from .core import exercise, expect, expect_returns, expect_shape, randn, single_threaded, to_numpy
 from .evaluation import Evaluation
+from .expectations import explained
 from .generation_mistakes import (
     CAT_AXIS,
     ROPE_MISTAKES,
+    SAMPLING_ERRORS,
+    SQUEEZED,
     STEP_ERRORS,
     STEP_MISTAKES,
     designed_logits,
@@ -27,8 +32,10 @@ from .generation_mistakes import (
     expect_sampling,
     full_attention,
     gpt_generates_with,
+    position_mistakes,
     reference_cached_attention_step,
     rope_complex,
+    rope_errors,
     rope_variant,
     step_variant,
     top_k_ties,
@@ -39,6 +46,7 @@ from .gpt_mistakes import (
     GQA_MISTAKES,
     LOSS_ERRORS,
     LOSS_MISTAKES,
+    LOSS_NO_GRAD,
     MODEL_ERRORS,
     MODEL_MISTAKES,
     UNTIED,
@@ -48,7 +56,19 @@ from .gpt_mistakes import (
     loss_variant,
     model_variant,
 )
-from .lesson12_setup import build, call_naming, first_moved, leak_message, randomise, seeded, tied
+from .lesson12_setup import (
+    build,
+    call_naming,
+    first_moved,
+    leak_message,
+    masks_more,
+    randomise,
+    seeded,
+    tied,
+    unnormalised,
+    wrong_half,
+    wrong_part,
+)
 
 __all__ = ["next_token_loss", "gpt_block", "gpt", "sampling_distribution", "cached_attention_step", "apply_rope",
            "grouped_query_attention", "reference_cached_attention_step", "ReferenceGPT"]
@@ -66,7 +86,7 @@ def next_token_loss(ev: Evaluation, answer):
     tests = 0
     for seed, (B, T, V, pad_id) in enumerate([(3, 7, 11, 0), (2, 9, 6, 0), (4, 5, 13, 3)]):
         g = ev.rng(seed)
-        logits = randn(g, B, T, V, scale=2.0)
+        logits = randn(g, B, T, V, scale=2.0).requires_grad_()             # the loss must reach them
         tokens = torch.as_tensor(g.integers(0, V, size=(B, T)))
         tokens[tokens == pad_id] = (pad_id + 1) % V                       # padding only where we put it
         tokens[0, T - 2:] = pad_id                                         # rows end in padding, of two lengths
@@ -82,6 +102,7 @@ def next_token_loss(ev: Evaluation, answer):
                             expected)
         ev.expect_close(np.reshape(to_numpy(got), ()), expected, f"the loss (B={B}, T={T}, V={V}, pad_id={pad_id})",
                         mistakes=mistakes, atol=2e-6, rtol=1e-6)   # tight: some mistakes differ by 1e-4
+        expect(isinstance(got, torch.Tensor) and got.requires_grad, LOSS_NO_GRAD)
         tests += 1
     return tests
 
@@ -109,11 +130,13 @@ def gpt_block(ev: Evaluation, cls):
             out = seeded(seed, ev.call, module, x, mask)
             expect_shape(out, (2, T, D_MODEL), "the block's output")
             expected = seeded(seed, reference, x, mask)
-            kinds = [k for k in BLOCK_MISTAKES if training or k not in ("no_dropout", "dropout_sum")]
+            kinds = [k for k in BLOCK_MISTAKES if training or k not in ("no_dropout", "no_dropout1", "no_dropout2",
+                                                                        "dropout_sum")]
             mistakes = distinct({BLOCK_MISTAKES[k]: seeded(seed, block_variant, reference, x, mask, k)
                                  for k in kinds}, expected)
             where = "in training, dropout 0.2, the same dropout masks" if training else "at evaluation"
-            ev.expect_close(out, expected, f"the block's output ({where})", mistakes=mistakes, atol=1e-5)
+            with explained(functools.partial(wrong_half, ev, module, reference, x, mask, seed)):
+                ev.expect_close(out, expected, f"the block's output ({where})", mistakes=mistakes, atol=1e-5)
             if not training:                       # causality: later positions changed, earlier outputs kept
                 changed = x.clone()
                 changed[:, 4:] += 3.0
@@ -142,8 +165,9 @@ def gpt(ev: Evaluation, cls):
             expected = reference(tokens)
             mistakes = distinct({text: model_variant(reference, tokens, kind) for kind, text in MODEL_MISTAKES.items()},
                                 expected)
-            ev.expect_close(logits, expected, f"the logits (T = {T}, max_len = {max_len})", mistakes=mistakes,
-                            atol=1e-4)
+            with explained(functools.partial(wrong_part, ev, module, reference, tokens)):
+                ev.expect_close(logits, expected, f"the logits (T = {T}, max_len = {max_len})", mistakes=mistakes,
+                                atol=1e-4)
             expect(tied(ev, module, tokens, logits), UNTIED)
             for k in (T - 1, T // 2):              # causality: later tokens changed, earlier logits kept
                 changed = tokens.clone()
@@ -161,19 +185,19 @@ def gpt(ev: Evaluation, cls):
 @single_threaded
 def sampling_distribution(ev: Evaluation, answer):
     """answer(logits (N, V), temperature, top_k, top_p) -> probabilities (N, V), each row summing to 1."""
-    tests = 0
+    tests, call = 0, functools.partial(call_naming, ev, SAMPLING_ERRORS, answer)   # ev.call, its crashes named
     for seed, (N, V) in enumerate([(4, 10), (3, 17)]):
         logits = randn(ev.rng(seed), N, V, scale=2.0)
         for temperature in (0.5, 1.0, 2.0):                     # temperature alone: sharper and flatter
-            got = ev.call(answer, logits, temperature, None, None)
+            got = call(logits, temperature, None, None)
             expect_sampling(ev, got, logits, temperature, None, None, f"the distribution at temperature {temperature}")
             tests += 1
         for top_k in (1, 3):                                    # top-k alone: k tokens left
-            got = ev.call(answer, logits, 1.0, top_k, None)
+            got = call(logits, 1.0, top_k, None)
             expect_sampling(ev, got, logits, 1.0, top_k, None, f"the distribution with top_k={top_k}")
             tests += 1
         for top_p in (0.3, 0.75, 0.9):                          # top-p alone: the smallest set reaching p
-            got = ev.call(answer, logits, 1.0, None, top_p)
+            got = call(logits, 1.0, None, top_p)
             expect_sampling(ev, got, logits, 1.0, None, top_p, f"the distribution with top_p={top_p}")
             probs, kept = logits.double().softmax(-1), torch.as_tensor(to_numpy(got)) > 0
             mass = (probs * kept).sum(-1)
@@ -188,21 +212,25 @@ def sampling_distribution(ev: Evaluation, answer):
         # all three together, temperature, then top-k, then top-p on what top-k left: first on rows built so that
         # every mistake of the order gives values of its own, then on random rows
         for rows, what in ((designed_logits(0.7), "rows built to tell the orders apart"), (logits, "random rows")):
-            got = ev.call(answer, rows, 0.7, 5, 0.8)
+            got = call(rows, 0.7, 5, 0.8)
             expect_sampling(ev, got, rows, 0.7, 5, 0.8, f"the distribution with temperature=0.7, top_k=5, top_p=0.8 "
                                                         f"({what})")
-        got = ev.call(answer, logits, 1.5, None, 1.0)           # p = 1 keeps everything
+        got = call(logits, 1.5, None, 1.0)           # p = 1 keeps everything
         expect_sampling(ev, got, logits, 1.5, None, 1.0, "the distribution with top_p=1 (nothing filtered)")
         tests += 3
     # temperature -> 0 is greedy; temperature = 0 is greedy exactly
     logits = randn(ev.rng(5), 3, 8, scale=2.0)
     logits[torch.arange(3), logits.argmax(-1)] += 0.5           # a clear winner, whatever the seed
     greedy = F.one_hot(logits.argmax(-1), 8).float()
-    got = ev.call(answer, logits, 0.0, None, None)
+    got = call(logits, 0.0, None, None)
+    expect(not (hasattr(got, "shape") and tuple(got.shape) == tuple(logits.shape[:-1])), "temperature=0 returns the "
+           "one-hot DISTRIBUTION (N, V), all the mass on the argmax (F.one_hot(logits.argmax(-1), V).float()), not "
+           "the indices of the argmax")
+    expect_shape(got, tuple(logits.shape), "the distribution at temperature 0 (a one-hot row per row of logits)")
     expect(got is not None and np.allclose(to_numpy(got), to_numpy(greedy), atol=1e-6),
            "temperature=0 means greedy decoding: all the mass on the most probable token (a one-hot row); "
            "handle it before dividing by T.")
-    got = ev.call(answer, logits, 1e-3, None, None)
+    got = call(logits, 1e-3, None, None)
     expect(np.allclose(to_numpy(got), to_numpy(greedy), atol=1e-4),
            "at temperature 0.001 the distribution should be (almost) one-hot on the most probable token (divide the "
            "LOGITS by T before the softmax: it stays exact, where powers of probabilities, p^(1/T), underflow to 0).")
@@ -210,13 +238,13 @@ def sampling_distribution(ev: Evaluation, answer):
     tied = torch.tensor([[3.0, 2.0, 1.0, 1.0, 1.0, 0.0, -1.0], [1.0, 1.0, 1.0, 2.0, -1.0, 0.5, 0.5]])
     for top_k, top_p in ((3, None), (3, 0.95), (2, None)):
         what = f"the distribution with top_k={top_k}" + (f", top_p={top_p}" if top_p else "") + " and tied logits"
-        got = ev.call(answer, tied, 1.0, top_k, top_p)
+        got = call(tied, 1.0, top_k, top_p)
         expect_shape(got, tuple(tied.shape), what)
         kept = to_numpy(got) > 0
         top_k_ties(bool(np.all(kept[0, 2:5] == kept[0, 2]) and np.all(kept[1, :3] == kept[1, 0])), what)
         expect_sampling(ev, got, tied, 1.0, top_k, top_p, what)
     tied = torch.tensor([[2.0, 1.0, 1.0, 1.0, -1.0, -2.0]])
-    got = ev.call(answer, tied, 1.0, None, 0.5)
+    got = call(tied, 1.0, None, 0.5)
     expect(got is not None and np.all((to_numpy(got)[0, 1:4] > 0) == (to_numpy(got)[0, 1] > 0)),
            "a tie at the top-p boundary: tokens 1, 2 and 3 are equally probable, and some are kept but not all. "
            "Keep every token at least as probable as the one that reaches p (the result must not depend on how "
@@ -244,6 +272,7 @@ def cached_attention_step(ev: Evaluation, answer):
         ref = reference_cached_attention_step(*args)
         result = call_naming(ev, STEP_ERRORS, answer, *args)
         out, new_k, new_v = expect_returns(result, ref, ("out", "cache_k", "cache_v"))
+        expect(not (hasattr(out, "shape") and tuple(out.shape) == (B, h, d)), SQUEEZED)
         expect_shape(out, (B, h, 1, d), f"out at step t={t}")
         for name, new in (("key", new_k), ("value", new_v)):
             expect(not (hasattr(new, "shape") and tuple(new.shape) == (B, h, t, d)),
@@ -254,8 +283,9 @@ def cached_attention_step(ev: Evaluation, answer):
                                                                       (B, h, t, 2 * d))), CAT_AXIS)
             expect_shape(new, (B, h, t + 1, d), f"the returned {name} at step t={t}")
         variants = {kind: step_variant(*args, kind) for kind in STEP_MISTAKES}
-        ev.expect_close(out, ref[0], f"out at step t={t}",
-                        mistakes=distinct({STEP_MISTAKES[k]: v[0] for k, v in variants.items()}, ref[0]))
+        mistakes = distinct({STEP_MISTAKES[k]: v[0] for k, v in variants.items()}, ref[0])
+        with explained(functools.partial(unnormalised, ev, STEP_ERRORS, answer, args, (2, 4), "out")):
+            ev.expect_close(out, ref[0], f"out at step t={t}", mistakes={**mistakes, **position_mistakes(args, ref[0])})
         key_mistakes = {   # a key rotated at position 0 is not rotated at all: one message for both
             "the key appended to the cache is not rotated (or rotated at position 0): store apply_rope(k, [t]), the "
             "key rotated at its position t (the cached keys are used as they are at every later step)":
@@ -266,6 +296,7 @@ def cached_attention_step(ev: Evaluation, answer):
         ev.expect_close(new_k, ref[1], f"the returned cache_k at step t={t}", mistakes=distinct(key_mistakes, ref[1]))
         ev.expect_close(new_v, ref[2], f"the returned cache_v at step t={t}", mistakes=distinct({
             "the cached values are the keys: append v to cache_v": ref[1],
+            STEP_MISTAKES["rope_v"]: variants["rope_v"][2],
             "the new value is put in front of the cache: append it at the END": torch.cat([args[2], args[4]], 2)},
             ref[2]))
         tests += 1
@@ -294,7 +325,7 @@ def apply_rope(ev: Evaluation, answer):
         x = randn(g, *shape)
         T = shape[-2]
         positions = torch.as_tensor(g.permutation(np.arange(3, 3 + 2 * T))[:T])   # any positions, any order
-        got = ev.call(answer, x, positions, base)
+        got = call_naming(ev, rope_errors(T, shape[-1]), answer, x, positions, base)
         expect_shape(got, tuple(shape), "the rotated x")
         expected = rope_complex(x, positions, base)
         mistakes = distinct({text: rope_variant(x, positions, base, kind) for kind, text in ROPE_MISTAKES.items()},
@@ -329,10 +360,13 @@ def grouped_query_attention(ev: Evaluation, answer):
     """answer(q (B, h, T, d), k, v (B, h_kv, T, d), mask) -> (B, h, T, d): query head j uses key/value head
     j // (h / h_kv)."""
     tests = 0
-    for seed, (B, h, h_kv, T, d) in enumerate([(2, 4, 2, 5, 8), (1, 6, 3, 4, 4), (2, 4, 1, 6, 8), (2, 4, 4, 5, 8)]):
+    # the causal mask, then a padding mask (B, 1, 1, T) that is not causal (an answer must use the mask it is given)
+    for seed, (B, h, h_kv, T, d) in enumerate([(2, 4, 2, 5, 8), (1, 6, 3, 4, 4), (2, 4, 1, 6, 8), (2, 4, 4, 5, 8),
+                                               (3, 4, 2, 6, 8)]):
         g = ev.rng(seed)
         q, k, v = randn(g, B, h, T, d), randn(g, B, h_kv, T, d), randn(g, B, h_kv, T, d)
-        mask = causal_mask(T)
+        lengths = torch.as_tensor([T - 1, 2, T]) if seed == 4 else None         # keys past a sequence's end masked
+        mask = causal_mask(T) if lengths is None else (torch.arange(T) < lengths[:, None])[:, None, None, :]
         got = call_naming(ev, GQA_ERRORS, answer, q, k, v, mask)
         expect_shape(got, (B, h, T, d), f"the output (h={h} query heads, h_kv={h_kv})")
         expected = ref_gqa(q, k, v, mask)
@@ -340,6 +374,11 @@ def grouped_query_attention(ev: Evaluation, answer):
         mistakes = {key: value for key, value in mistakes.items()
                     if not torch.allclose(value, expected, atol=1e-6, equal_nan=True)}
         name = "multi-head" if h_kv == h else ("multi-query" if h_kv == 1 else "grouped-query")
-        ev.expect_close(got, expected, f"the output of {name} attention (h={h}, h_kv={h_kv})", mistakes=mistakes)
+        with_mask = "" if lengths is None else f", a padding mask of shape {tuple(mask.shape)}"
+        probes = [functools.partial(masks_more, ev, GQA_ERRORS, answer, q, k, v, mask)] if lengths is not None else []
+        probes.append(functools.partial(unnormalised, ev, GQA_ERRORS, answer, (q, k, v, mask), (2,), "the output"))
+        with explained(*probes):
+            ev.expect_close(got, expected, f"the output of {name} attention (h={h}, h_kv={h_kv}{with_mask})",
+                            mistakes=mistakes)
         tests += 1
     return tests

@@ -1,7 +1,9 @@
 """How lesson 12's checks run the learner's code: calls whose typical crashes get named (`call_naming`), the
 learner's module built with the reference's weights (`build`, after `randomise` gave every LayerNorm and the
 position table values of their own), the same dropout masks for both (`seeded`), a perturbation's first
-moved position (`first_moved`, `leak_message`) and the tie of the output layer (`tied`)."""
+moved position (`first_moved`, `leak_message`) and the tie of the output layer (`tied`); and the probes that
+say where an unnamed slip is: the half of a block (`wrong_half`), the ends of the GPT or its blocks
+(`wrong_part`), weights that do not sum to 1 (`unnormalised`)."""
 import copy
 import re
 
@@ -15,13 +17,16 @@ from .evaluation import Evaluation
 
 def call_naming(ev: Evaluation, errors, answer, *args, **kwargs):
     """`ev.call(answer, ...)`, with the crashes listed in `errors` [(regex, message)] named: a typical mistake
-    that makes torch raise gets the words of its mistake, with torch's first line after them."""
+    that makes torch raise gets the words of its mistake, with torch's first line after them (a message may be a
+    function of the regex's match, which gives None where it does not apply)."""
     try:
         return ev.call(answer, *args, **kwargs)
     except ExerciseError as error:
         text = str(error)
         for pattern, message in errors:
-            if re.search(pattern, text):
+            match = re.search(pattern, text)
+            message = message(match) if match and callable(message) else message
+            if match and message:
                 raised = text.splitlines()[0].replace("your function raised ", "")
                 raise ExerciseError(f"{message} (torch said: {raised[:160]})") from None
         raise
@@ -88,3 +93,79 @@ def leak_message(changed_at, first_moved, kind="the logits"):
                 "(causal_mask(T)).")
     return (f"{kind} at position {first_moved} changed when the tokens from position {changed_at} on changed: "
             "a position sees later ones. Every block needs the causal mask, causal_mask(T).")
+
+
+_LAST = {"attn": r"(^|\.)attn\.out_proj\.", "ff": r"(^|\.)ff\.linear2\."}   # each sub-layer's last Linear
+
+
+def _agree(ev, parts, module, reference, *args, seed=0):
+    """Do the learner's module and the reference agree on `args` when the sub-layers `parts` of every block add
+    nothing (their last Linear, W_O or W_2, at 0)? The learner's module takes those weights through its own
+    load_state_dict (so under the grader too, in the learner's kernel) and gets the reference's back after."""
+    state = reference.state_dict()
+    off = {key: torch.zeros_like(value) if any(re.search(_LAST[part], key) for part in parts) else value
+           for key, value in state.items()}
+    ref = copy.deepcopy(reference)
+    ref.load_state_dict(off)
+    try:
+        ev.call(module.load_state_dict, off)
+        with torch.no_grad():
+            a, b = seeded(seed, ev.call, module, *args), seeded(seed, ref, *args)
+    finally:
+        ev.call(module.load_state_dict, state)
+    return hasattr(a, "shape") and tuple(a.shape) == tuple(b.shape) and np.allclose(to_numpy(a), to_numpy(b),
+                                                                                    atol=1e-4)
+
+
+def wrong_half(ev, module, reference, x, mask, seed):
+    """Which half of the learner's block holds the slip (a message), found by switching the other one off."""
+    if _agree(ev, ("ff",), module, reference, x, mask, seed=seed):
+        return ("the attention half of your block is right (with the feed-forward network switched off, your block "
+                "and the course's agree): the slip is in the feed-forward half, x = x + Dropout2(FFN(LayerNorm2(x))), "
+                "with x the output of the attention half")
+    if _agree(ev, ("attn",), module, reference, x, mask, seed=seed):
+        return ("the feed-forward half of your block is right (with the attention switched off, your block and the "
+                "course's agree): the slip is in the attention half, x = x + Dropout1(Attn(y, y, y, mask)) with "
+                "y = LayerNorm1(x)")
+    return None
+
+
+def wrong_part(ev, module, reference, tokens):
+    """Where the learner's GPT differs: at its ends, or in how it runs its blocks (with every block off)."""
+    if _agree(ev, ("attn", "ff"), module, reference, tokens):
+        return ("the embeddings and the output layer are right (with every block switched off your logits agree "
+                "with the course's): the slip is in how the blocks run, each block of self.layers once, in order, "
+                "x = layer(x, causal_mask(T))")
+    return ("with every block switched off your logits still differ from the course's: the slip is at the ends, the "
+            "input x = self.pos(self.embed(tokens) * √d_model) (self.pos adds the positions to x and returns the sum) "
+            "or the output self.head(self.norm(x))")
+
+
+def unnormalised(ev, errors, answer, args, values, what):
+    """A message when `answer`, given values (the arguments at the indices `values`) that are all 1, does not
+    return 1 everywhere: the weights of a query do not sum to 1. None when they do."""
+    args = [torch.ones_like(a) if i in values else a for i, a in enumerate(args)]
+    out = call_naming(ev, errors, answer, *args)
+    out = out[0] if isinstance(out, (tuple, list)) else out
+    if hasattr(out, "shape") and not np.allclose(to_numpy(out), 1.0, atol=1e-4):
+        return (f"with every value equal to 1 {what} should be 1 everywhere, and it is not: the weights of a query "
+                "must sum to 1 over the keys it may see (a softmax over the last axis, the masked scores set to "
+                "-inf before it, each score q·k divided by √d before it)")
+    return None
+
+
+def masks_more(ev, errors, answer, q, k, v, mask):
+    """A message when query 0 does not see the later keys its (padding) mask allows: changing their values leaves
+    its output as it was (the answer masks more than `mask` says, e.g. a causal mask of its own). Else None."""
+    later = v.clone()
+    later[..., 1:, :] += 1.0
+    a, b = (call_naming(ev, errors, answer, q, k, values, mask) for values in (v, later))
+    sees = torch.broadcast_to(mask, q.shape[:-1] + k.shape[-2:-1])[..., 0, 1:].any(-1)     # (B, h): query 0
+    if not (hasattr(a, "shape") and hasattr(b, "shape") and tuple(a.shape) == tuple(b.shape) == tuple(q.shape)):
+        return None
+    moved = ~np.isclose(to_numpy(a)[..., 0, :], to_numpy(b)[..., 0, :], atol=1e-5).all(-1)
+    if np.any(to_numpy(sees) & ~moved):
+        return ("query 0 does not see the later keys its mask allows (their values changed, its output did not): your "
+                "function masks more than `mask` says (a causal mask of its own?); use the mask it is given, True = "
+                "may attend")
+    return None

@@ -6,32 +6,42 @@ reference attention and autograd's gradients of it, the quadratic form of the ke
 lesson's own tiled code. Each check also tests the point of its exercise (lesson13_probes.py): ONE pass over
 blocks that are handed out one at a time, the causal tiles never computed, nothing of size T_q x T_k built.
 The typical mistakes are the same loops with one line wrong (lesson13_mistakes.py), named when an answer
-gives their values.
+gives their values; the inputs and the formula's values on them are in lesson13_inputs.py.
 """
-import contextlib
+import functools
 
 import numpy as np
 import torch
 
 from .. import efficient_attention as ref
-from ..attention import scaled_dot_product_attention
-from ..masks import causal_mask
 from . import lesson13_mistakes as mk
 from . import lesson13_symptoms as say
 from .core import ExerciseError, exercise, expect, expect_returns, expect_shape, randn, single_threaded, to_numpy
 from .evaluation import Evaluation
+from .expectations import explained
+from .lesson13_inputs import NEG_INF
+from .lesson13_inputs import backward_inputs as _backward_inputs
+from .lesson13_inputs import blocks as _blocks
+from .lesson13_inputs import expected as _expected
+from .lesson13_inputs import gradients as _gradients
+from .lesson13_inputs import online_inputs as _online_inputs
+from .lesson13_inputs import padding_mask as _padding_mask
+from .lesson13_inputs import stats as _stats
 from .lesson13_probes import (
+    backward_part,
     block_ranges,
+    forward_part,
     largest_tensor,
     moves_earlier_outputs,
+    normalised,
     quadratic_symptom,
+    tile_ranges,
     tiles_above_computed,
+    tiles_skipped,
 )
 from .lesson13_symptoms import name as _name
 from .lesson13_symptoms import same as _same
 from .lesson13_symptoms import variant as _variant
-
-NEG_INF = float("-inf")
 
 
 def _nan_free(x, what, symptom):
@@ -41,31 +51,9 @@ def _nan_free(x, what, symptom):
 # ---------------------------------------------------------------------------------------------
 # Exercise 1a: the online softmax, in ONE pass over blocks handed out one at a time
 # ---------------------------------------------------------------------------------------------
-def _stats(x):
-    """(m, l) of every row, from the whole row at once: m = max, l = sum exp(x - m)."""
-    m = x.amax(dim=-1)
-    return m, torch.exp(x - mk.safe(m)[..., None]).sum(dim=-1)
-
-
-def _online_inputs(ev: Evaluation, seed):
-    """Rows (6, 12): random, ascending (the maximum grows at every block), with −inf entries, a first
-    block of −inf (the first 4 entries), and a row of −inf only."""
-    g = ev.rng(seed)
-    x = randn(g, 6, 12, scale=3.0)
-    x[1] = torch.sort(x[1]).values
-    x[2, torch.as_tensor(g.random(12) < 0.4)] = NEG_INF
-    x[2, int(g.integers(12))] = 0.5
-    x[3, :4] = NEG_INF
-    x[4, :] = NEG_INF
-    return x
-
-
-def _blocks(x, block):
-    return [x[..., j0:j0 + block].clone() for j0 in range(0, x.shape[-1], block)]
-
-
 @exercise("the online softmax", name="online_softmax", reference=ref.online_softmax)
 @single_threaded
+@say.naming_crashes
 def online_softmax(ev: Evaluation, answer):
     """answer(blocks) -> (m (R,), l (R,)): m = max of each row, l = Σ exp(x − m), in one pass over the blocks
     (R, b) that `column_blocks` hands out one at a time and once (a block read after the next one is NaN)."""
@@ -89,7 +77,7 @@ def online_softmax(ev: Evaluation, answer):
 
         def values(kind, x=x, block=block, variants=variants):
             if kind not in variants:
-                variants[kind] = _variant(mk.online, _blocks(x, block), kind)
+                variants[kind] = _variant(mk.online, _blocks(x, block), kind) or (None, None)
             return variants[kind]
 
         if hasattr(m, "shape") and tuple(m.shape) == (block,) != (6,):
@@ -102,10 +90,11 @@ def online_softmax(ev: Evaluation, answer):
         ev.expect_close(m, expected[0], f"m, the maximum of each row (block_size={block})",
                         hint="m must end as the maximum of the row: m = max(m, max of the block) at every block.")
         l_kinds = ("no_rescale", "flipped", "flipped_safe", "stale_max", "no_guard", "old_max", "no_shift",
-                   "max_wrong_axis", "init_zero")
+                   "max_wrong_axis", "init_zero", "sum_wrong_axis", "no_guard_zeroed")
         _name(ell, expected[1], {k: say.ONLINE[k] for k in l_kinds}, lambda kind: values(kind)[1])
         _nan_free(ell, "l", say.NO_GUARD)
-        ev.expect_close(ell, expected[1], f"l, the normaliser Σ exp(x − m) of each row (block_size={block})")
+        with explained(functools.partial(say.online_rows, ell, expected[1])):
+            ev.expect_close(ell, expected[1], f"l, the normaliser Σ exp(x − m) of each row (block_size={block})")
         tests += 1
     return tests
 
@@ -115,6 +104,7 @@ def online_softmax(ev: Evaluation, answer):
 # ---------------------------------------------------------------------------------------------
 @exercise("merging two partial softmax statistics", name="merge_softmax_stats", reference=ref.merge_softmax_stats)
 @single_threaded
+@say.naming_crashes
 def merge_softmax_stats(ev: Evaluation, answer):
     """answer(m1, l1, m2, l2) -> (m, l) of the whole row, for every split point of some rows."""
     g = ev.rng(20)
@@ -135,7 +125,8 @@ def merge_softmax_stats(ev: Evaluation, answer):
         _name(m, m_true, {"first_max": say.MERGE["first_max"]}, lambda kind, v=v: v[kind][0])
         expect(not (_same(m, m1) or _same(m, m2)) or _same(m, m_true), say.MERGE["first_max"])
         ev.expect_close(m, m_true, f"m (split after {split} of {x.shape[-1]} entries)")
-        _name(ell, l_true, {k: say.MERGE[k] for k in ("no_rescale", "flipped", "flipped_safe", "no_guard")},
+        _name(ell, l_true, {k: say.MERGE[k] for k in ("no_rescale", "flipped", "flipped_safe", "no_guard",
+                                                     "one_rescaled", "other_rescaled")},
               lambda kind, v=v: v[kind][1])
         _nan_free(ell, "l", say.NO_GUARD)
         ev.expect_close(ell, l_true, f"l (split after {split} of {x.shape[-1]} entries)")
@@ -146,23 +137,12 @@ def merge_softmax_stats(ev: Evaluation, answer):
 # ---------------------------------------------------------------------------------------------
 # Exercise 2: tiled attention, the forward pass: (out, lse)
 # ---------------------------------------------------------------------------------------------
-_OUT_KINDS = ("acc_not_rescaled", "l_not_rescaled", "divide_inside", "divide_inside_twice", "scale_d", "no_scale",
-              "scale_times", "drop_tail", "no_guard")
+_OUT_KINDS = ("acc_not_rescaled", "l_not_rescaled", "divide_inside", "divide_inside_twice", "divide_inside_reset",
+              "scale_d", "no_scale", "scale_times", "drop_tail", "no_guard", "p_old_max")
 _CAUSAL_KINDS = ("wrong_side", "wrong_side_unmasked", "skip_ge", "skip_diag", "diag_full", "local_idx",
-                 "inverted_causal", "causal_ignored")
+                 "inverted_causal", "causal_ignored", "strict_causal")
 _MASK_KINDS = ("mask_ignored", "inverted_mask")
 _LSE_KINDS = ("lse_m", "lse_log_l", "lse_l", "lse_empty_zero")
-
-
-def _expected(q, k, v, causal, mask):
-    """(out, lse) from the formula: the course's reference attention, and logsumexp of the masked scores."""
-    full = causal_mask(q.shape[-2]) if causal else None
-    if mask is not None:
-        full = mask if full is None else mask & full
-    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
-    if full is not None:
-        scores = scores.masked_fill(~full, NEG_INF)
-    return scaled_dot_product_attention(q, k, v, full), torch.logsumexp(scores, dim=-1)
 
 
 def _returned(ev: Evaluation, result, expected, T_q, T_k):
@@ -173,21 +153,10 @@ def _returned(ev: Evaluation, result, expected, T_q, T_k):
     return expect_returns(result, expected, ("out", "lse"))
 
 
-@contextlib.contextmanager
-def _failure_with(mask):
-    """The learner's function failing on a mask with one row for all queries (a padding mask) is named."""
-    try:
-        yield
-    except ExerciseError as error:
-        if mask is None or mask.shape[-2] != 1 or "your function raised" not in str(error):
-            raise
-        raise ExerciseError(say.TILED["mask_not_broadcast"].format(shape=tuple(mask.shape))) from None
-
-
 def _check_forward(ev: Evaluation, answer, q, k, v, bq, bk, causal=False, mask=None, what=""):
     """One call of the learner's tiled_attention, compared with the formula; its mistakes named."""
     expected = _expected(q, k, v, causal, mask)
-    with _failure_with(mask):
+    with say.forward_failure(mask, bq, q.shape[-2], v.shape[-1], bk):
         result = ev.call(answer, q, k, v, bq, bk, causal=causal, mask=mask)
     out, lse = _returned(ev, result, expected, q.shape[-2], k.shape[-2])
     if hasattr(out, "shape") and tuple(out.shape) == tuple(q.shape) != tuple(expected[0].shape) and _same(out, q):
@@ -207,12 +176,17 @@ def _check_forward(ev: Evaluation, answer, q, k, v, bq, bk, causal=False, mask=N
     if causal and not _same(out, expected[0]):
         expect(not moves_earlier_outputs(ev, answer, q, k, v, q.shape[-2] // 2, _out_of(ev, bq, bk)),
                say.TILED["leak"])
+        skipped = tiles_skipped(ev, answer, q, k, v, bq, bk, _out_of(ev, bq, bk))
+        expect(not skipped, say.TILED["skipped_visible"].format(
+            tiles=tile_ranges(skipped, bq, bk, q.shape[-2], k.shape[-2])))
     _nan_free(out, "out", say.TILED["no_guard"])
     empty = torch.isneginf(expected[1])
     if empty.any() and not _same(out, expected[0]):
         wrong = ~np.isclose(to_numpy(out), to_numpy(expected[0]), atol=1e-5, rtol=1e-4).all(axis=-1)
         expect(not (wrong <= to_numpy(empty)).all(), say.TILED["empty_rows"])
-    ev.expect_close(out, expected[0], f"out{what} (block_q={bq}, block_k={bk}, causal={causal})")
+    with explained(functools.partial(forward_part, ev, answer, q, k, v, bq, bk, causal, mask,
+                                     lambda causal, mask: _expected(q, k, v, causal, mask))):
+        ev.expect_close(out, expected[0], f"out{what} (block_q={bq}, block_k={bk}, causal={causal})")
     _name(lse, expected[1], {kind: say.TILED[kind] for kind in _LSE_KINDS}, lambda kind: values(kind)[1])
     expect(_same(torch.isneginf(torch.as_tensor(to_numpy(lse))), empty), say.TILED["lse_empty_zero"])
     ev.expect_close(lse, expected[1], f"lse{what}, the log-sum-exp L = m + log l of each query (block_q={bq}, "
@@ -227,14 +201,9 @@ def _out_of(ev: Evaluation, bq, bk):
     return run
 
 
-def _padding_mask(ev: Evaluation, seed, B, T):
-    """(B, 1, 1, T): sequence b has its last positions padded; the last sequence is ALL padding."""
-    lengths = [int(n) for n in ev.rng(seed).integers(2, T, size=B - 1)] + [0]
-    return (torch.arange(T)[None, :] < torch.tensor(lengths)[:, None])[:, None, None, :]
-
-
 @exercise("tiled attention: the forward pass", name="tiled_attention", reference=ref.tiled_attention)
 @single_threaded
+@say.naming_crashes
 def tiled_attention(ev: Evaluation, answer):
     """answer(q, k, v, block_q, block_k, causal=False, mask=None) -> (out (..., T_q, d_v), lse (..., T_q)), equal
     to the formula for several block sizes, causal or not, with padding and fully masked rows; the causal tiles
@@ -251,7 +220,7 @@ def tiled_attention(ev: Evaluation, answer):
     g = ev.rng(500)
     q, k, v = randn(g, 1, 2, 64, 8), randn(g, 1, 2, 64, 8), randn(g, 1, 2, 64, 8)
     for causal, mask in ((False, None), (True, (torch.arange(64) < 50)[None, None, None, :])):
-        with _failure_with(mask):
+        with say.forward_failure(mask, 8, 64, 8):
             _, elements, shape = largest_tensor(ev, answer, q, k, v, 8, 8, causal=causal, mask=mask)
         symptom = quadratic_symptom(elements, shape, (1, 2), 64, 64, "your tiled_attention")
         expect(symptom is None, say.TILED["quadratic"].format(symptom=symptom))
@@ -285,23 +254,9 @@ def tiled_attention(ev: Evaluation, answer):
 # ---------------------------------------------------------------------------------------------
 # Exercise 3: the backward pass, from (q, k, v, out, lse, dO): (dq, dk, dv)
 # ---------------------------------------------------------------------------------------------
-_BACKWARD_KINDS = ("no_D", "D_wrong_axis", "D_no_axis", "lse_no_axis", "D_tile", "no_scale", "scale_twice",
-                   "dq_no_scale", "dk_scale_twice", "p_no_scale", "p_softmax_tile", "dv_no_transpose",
-                   "dk_no_transpose", "overwrite")
-
-
-def _gradients(q, k, v, grad_out, causal):
-    """(dq, dk, dv) by autograd through the course's reference attention (which keeps P)."""
-    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-    out = scaled_dot_product_attention(*leaves, causal_mask(q.shape[-2]) if causal else None)
-    return torch.autograd.grad(out, leaves, grad_out)
-
-
-def _backward_inputs(ev: Evaluation, seed, shape, d_v):
-    g = ev.rng(seed)
-    *lead, T, d = shape
-    q, k, v = randn(g, *lead, T, d), randn(g, *lead, T, d), randn(g, *lead, T, d_v)
-    return q, k, v, randn(g, *lead, T, d_v)
+_BACKWARD_KINDS = ("no_D", "D_wrong_axis", "D_no_axis", "D_all", "D_plus", "lse_no_axis", "D_tile", "no_scale",
+                   "scale_twice", "dq_no_scale", "dk_scale_twice", "p_no_scale", "p_softmax_tile", "dv_no_transpose",
+                   "dk_no_transpose", "dv_from_out", "dk_from_dO", "overwrite", "overwrite_dq_dk")
 
 
 def _dq_of(ev: Evaluation, out, lse, grad_out, bq, bk):
@@ -314,6 +269,7 @@ def _dq_of(ev: Evaluation, out, lse, grad_out, bq, bk):
 @exercise("tiled attention: the backward pass", name="tiled_attention_backward",
           reference=ref.tiled_attention_backward)
 @single_threaded
+@say.naming_crashes
 def tiled_attention_backward(ev: Evaluation, answer):
     """answer(q, k, v, out, lse, grad_out, block_q, block_k, causal=False) -> (dq, dk, dv), equal to autograd's
     gradients; the causal tiles above the diagonal skipped; no tensor of size T_q x T_k built."""
@@ -332,13 +288,20 @@ def tiled_attention_backward(ev: Evaluation, answer):
         grads = expect_returns(result, expected, ("dq", "dk", "dv"))
         for name, got, want in zip(("dq", "dk", "dv"), grads, expected):
             expect_shape(got, tuple(want.shape), f"{name} (the shape of {name[1]})")
-        kinds = _BACKWARD_KINDS + (("no_diag_mask",) if causal else ())
+        kinds = _BACKWARD_KINDS + (("no_diag_mask", "local_idx") if causal else ())
         _name(tuple(grads), tuple(expected), {kind: say.BACKWARD[kind] for kind in kinds},
               lambda kind, args=(q, k, v, out, lse, grad_out, bq, bk, causal): _variant(mk.backward, *args, kind)
               or (None,),
               atol=1e-4, rtol=1e-3)
+        if causal and not _same(grads[0], expected[0], 1e-4, 1e-3):
+            skipped = tiles_skipped(ev, answer, q, k, v, bq, bk, _dq_of(ev, out, lse, grad_out, bq, bk))
+            expect(not skipped, say.BACKWARD["skipped_visible"].format(
+                tiles=tile_ranges(skipped, bq, bk, q.shape[-2], k.shape[-2])))
+        part = [functools.partial(backward_part, ev, answer, (q, k, v, grad_out), bq, bk, _gradients)] if causal else []
         for name, got, want in zip(("dq", "dk", "dv"), grads, expected):
-            ev.expect_close(got, want, f"{name} (block_q={bq}, block_k={bk}, causal={causal})", atol=1e-4, rtol=1e-3)
+            with explained(*part):     # (causal: is it right without the causal mask?)
+                ev.expect_close(got, want, f"{name} (block_q={bq}, block_k={bk}, causal={causal})", atol=1e-4,
+                                rtol=1e-3)
         tests += 1
     # nothing of size T_q x T_k (64 x 64 here, tiles of 8 x 8)
     for causal in (False, True):
@@ -360,6 +323,7 @@ def tiled_attention_backward(ev: Evaluation, answer):
 # ---------------------------------------------------------------------------------------------
 @exercise("linear attention", name="linear_attention", reference=ref.linear_attention)
 @single_threaded
+@say.naming_crashes
 def linear_attention(ev: Evaluation, answer):
     """answer(q, k, v) -> phi(q) (phi(k)^T v) / (phi(q) . sum_j phi(k_j)), phi(x) = elu(x) + 1: equal to the
     quadratic form with weights phi(q_t).phi(k_j) / sum_j' phi(q_t).phi(k_j'); no T_q x T_k tensor built."""
@@ -374,7 +338,8 @@ def linear_attention(ev: Evaluation, answer):
         expected = mk.quadratic(q, k, v)
         kinds = {kind: symptom for kind, symptom in say.LINEAR.items() if kind != "quadratic"}
         _name(out, expected, kinds, lambda kind, qkv=(q, k, v): _variant(mk.linear, *qkv, kind))
-        ev.expect_close(out, expected, f"the output (T_q={T_q}, T_k={T_k}, d={d}, d_v={d_v})")
+        with explained(functools.partial(normalised, ev, answer, (q, k, v), 2, None, say.DENOMINATOR)):
+            ev.expect_close(out, expected, f"the output (T_q={T_q}, T_k={T_k}, d={d}, d_v={d_v})")
         tests += 1
     # the point: no T_q x T_k tensor (256 x 256 here)
     g = ev.rng(850)

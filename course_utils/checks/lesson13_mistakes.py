@@ -32,11 +32,14 @@ def online(blocks, kind="ok"):
             start = 0.0 if kind == "init_zero" else NEG_INF
             m, ell = torch.full(block.shape[:-1], start), torch.zeros(block.shape[:-1])
         m_new = torch.maximum(m, block.amax(dim=0 if kind == "max_wrong_axis" else -1))
-        ms = m_new if kind == "no_guard" else safe(m_new)
+        guard = kind not in ("no_guard", "no_guard_zeroed")           # (zeroed: NaN turned into 0 at the end)
+        ms = safe(m_new) if guard else m_new
         if kind == "old_max":                          # exp(x_block - m_old): inf at the first block
             p_sum = torch.exp(block - m[..., None]).sum(dim=-1)
         elif kind == "no_shift":                       # l = sum exp(x), not measured from any maximum
             p_sum = torch.exp(block).sum(dim=-1)
+        elif kind == "sum_wrong_axis":                 # the block's sum over its rows (dim 0): (b,), broadcast
+            p_sum = torch.exp(block - ms[..., None]).sum(dim=0)
         else:
             p_sum = torch.exp(block - ms[..., None]).sum(dim=-1)
         if kind in ("no_rescale", "no_shift"):
@@ -46,10 +49,10 @@ def online(blocks, kind="ok"):
         elif kind == "flipped_safe":
             ell = ell * torch.exp(safe(m_new) - safe(m)) + p_sum
         else:
-            ell = ell * torch.exp((m - m_new) if kind == "no_guard" else (m - safe(m_new))) + p_sum
+            ell = ell * torch.exp((m - safe(m_new)) if guard else (m - m_new)) + p_sum
         if kind != "stale_max":
             m = m_new
-    return m, ell
+    return m, ell if guard or kind == "no_guard" else torch.nan_to_num(ell)
 
 
 def two_passes(blocks, kind="list"):
@@ -79,6 +82,10 @@ def merge(m1, l1, m2, l2, kind="ok"):
         return m, l1 * torch.exp(ms - safe(m1)) + l2 * torch.exp(ms - safe(m2))
     if kind == "first_max":
         return m1, l1 + l2 * torch.exp(m2 - safe(m1))
+    if kind == "one_rescaled":                         # l2 added as it is
+        return m, l1 * torch.exp(m1 - ms) + l2
+    if kind == "other_rescaled":                       # l1 added as it is
+        return m, l1 + l2 * torch.exp(m2 - ms)
     return m, l1 * torch.exp(m1 - ms) + l2 * torch.exp(m2 - ms)
 
 
@@ -112,6 +119,8 @@ def _causal_keep(kind, i0, i1, j0, j1):
     rows, cols = torch.arange(i0, i1)[:, None], torch.arange(j0, j1)[None, :]
     if kind == "local_idx":
         rows, cols = rows - i0, cols - j0
+    if kind == "strict_causal":                        # the diagonal left out: j < i
+        return cols < rows
     return cols >= rows if kind == "inverted_causal" else cols <= rows
 
 
@@ -142,12 +151,15 @@ def tiled(q, k, v, block_q, block_k, causal=False, mask=None, kind="ok"):
                 s = s.masked_fill(~keep, NEG_INF)
             m_new = torch.maximum(m, s.amax(dim=-1))
             ms = m_new if kind == "no_guard" else safe(m_new)
-            p = torch.exp(s - ms[..., None])
+            p = torch.exp(s - (safe(m) if kind == "p_old_max" else ms)[..., None])   # (old max: before this tile)
             rescale = torch.exp(m - ms)
             ell = (ell if kind == "l_not_rescaled" else ell * rescale) + p.sum(dim=-1)
             acc = (acc if kind == "acc_not_rescaled" else acc * rescale[..., None]) + p @ v[..., j0:j1, :]
             if kind in ("divide_inside", "divide_inside_twice"):
                 acc = acc / ell[..., None]
+            if kind == "divide_inside_reset":              # acc normalised, l set to 1 (its weight forgotten)
+                acc = acc / torch.where(ell > 0, ell, 1.0)[..., None]
+                ell = torch.where(ell > 0, torch.ones_like(ell), ell)
             m = m_new
         seen = ell > 0
         if kind == "divide_inside":
@@ -172,6 +184,8 @@ def backward(q, k, v, out, lse, grad_out, block_q, block_k, causal=False, kind="
     grad_scale = {"no_scale": 1.0, "scale_twice": scale * scale}.get(kind, scale)
     dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     D = (grad_out * out).sum(dim=-2 if kind == "D_wrong_axis" else -1)        # (..., T_q) (wrong axis: (..., d_v))
+    if kind == "D_all":                                                       # one number for everything
+        D = (grad_out * out).sum().expand(out.shape[:-1])
     if kind == "full_P":                                                      # the whole P at once: T_q x T_k
         s = q @ k.transpose(-2, -1) * scale
         if causal:
@@ -189,7 +203,9 @@ def backward(q, k, v, out, lse, grad_out, block_q, block_k, causal=False, kind="
                 continue
             s = q_i @ k[..., j0:j1, :].transpose(-2, -1) * (1.0 if kind == "p_no_scale" else scale)
             if causal and kind != "no_diag_mask":
-                s = s.masked_fill(torch.arange(j0, j1)[None, :] > torch.arange(i0, i1)[:, None], NEG_INF)
+                local = i0 if kind == "local_idx" else 0, j0 if kind == "local_idx" else 0
+                s = s.masked_fill(torch.arange(j0, j1)[None, :] - local[1] > torch.arange(i0, i1)[:, None] - local[0],
+                                  NEG_INF)
             lse_i = lse[..., i0:i1] if kind == "lse_no_axis" else lse[..., i0:i1, None]   # (no axis: over columns)
             p = torch.softmax(s, dim=-1) if kind == "p_softmax_tile" else torch.exp(s - lse_i)
             dp = do_i @ v[..., j0:j1, :].transpose(-2, -1)
@@ -199,13 +215,22 @@ def backward(q, k, v, out, lse, grad_out, block_q, block_k, causal=False, kind="
                 ds = p * (dp - (p * dp).sum(dim=-1, keepdim=True))
             else:
                 ds = p * (dp - (D[..., i0:i1] if kind == "D_no_axis" else D[..., i0:i1, None]))
+            if kind == "D_plus":
+                ds = p * (dp + D[..., i0:i1, None])
             dv_tile = (p @ do_i) if kind == "dv_no_transpose" else p.transpose(-2, -1) @ do_i
+            if kind == "dv_from_out":
+                dv_tile = p.transpose(-2, -1) @ out[..., i0:i1, :]
             dk_tile = (ds @ q_i if kind == "dk_no_transpose" else ds.transpose(-2, -1) @ q_i) * grad_scale
+            if kind == "dk_from_dO":
+                dk_tile = ds.transpose(-2, -1) @ do_i * grad_scale
             if kind == "dk_scale_twice":
                 dk_tile = dk_tile * scale
             dq_tile = ds @ k[..., j0:j1, :] * (1.0 if kind == "dq_no_scale" else grad_scale)
             if kind == "overwrite":
                 dq[..., i0:i1, :], dk[..., j0:j1, :], dv[..., j0:j1, :] = dq_tile, dk_tile, dv_tile
+            elif kind == "overwrite_dq_dk":                                   # dv accumulated, dq and dk not
+                dq[..., i0:i1, :], dk[..., j0:j1, :] = dq_tile, dk_tile
+                dv[..., j0:j1, :] += dv_tile
             else:
                 dq[..., i0:i1, :] += dq_tile
                 dk[..., j0:j1, :] += dk_tile
@@ -222,6 +247,10 @@ def phi(x):
 
 def _identity(x):
     return x
+
+
+FEATURE_MAPS = {"elu_shifted": lambda x: F.elu(x + 1), "phi_exp": torch.exp, "relu_plus1": lambda x: F.relu(x) + 1,
+                "phi_softmax": lambda x: torch.softmax(x, dim=-1)}
 
 
 def quadratic(q, k, v, fq=phi, fk=phi, axis=-1):
@@ -242,6 +271,11 @@ def linear(q, k, v, kind="ok"):
         return quadratic(q, k, v, F.elu, F.elu)
     if kind == "relu":
         return quadratic(q, k, v, F.relu, F.relu)
+    if kind in FEATURE_MAPS:
+        return quadratic(q, k, v, FEATURE_MAPS[kind], FEATURE_MAPS[kind])
+    if kind == "causal":                                  # cumulative sums: query t reads keys 0..t only
+        a = (phi(q) @ phi(k).transpose(-2, -1)).tril()
+        return (a / a.sum(dim=-1, keepdim=True)) @ v
     if kind == "scaled":
         return quadratic(q / math.sqrt(q.shape[-1]), k, v)
     if kind == "softmax":
@@ -252,6 +286,8 @@ def linear(q, k, v, kind="ok"):
     S = phi_k.transpose(-2, -1) @ (phi(v) if kind == "phi_v" else v)     # (..., d_k, d_v)
     if kind == "no_denominator":
         return phi_q @ S
+    if kind == "z_scalar":                                # one number for all the queries: Σ_j Σ_c φ(k_j)_c
+        return phi_q @ S / phi_k.sum(dim=(-2, -1), keepdim=True)
     z = phi_k.sum(dim=-1 if kind == "z_wrong_axis" else -2)              # (..., d_k) (wrong axis: (..., T_k))
     if kind == "denominator_broadcast":                                   # (..., T_q) divides the columns
         return (phi_q @ S) / (phi_q * z[..., None, :]).sum(dim=-1)

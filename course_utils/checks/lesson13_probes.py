@@ -15,10 +15,17 @@
   that was computed and masked multiplies its weights of 0 by inf, and 0 * inf = NaN shows in those rows.
 - `moves_earlier_outputs(...)`: whether outputs before position t change when only keys and values from
   t on change (finite values: a causal answer must not see them at all).
+- `forward_part`, `backward_part`, `normalised`: where a slip that no catalogued mistake explains is: the
+  answer right without the causal mask (or without the mask) and wrong with it; the weights of a query not
+  summing to 1 (values all 1 must give outputs of 1).
+- `tiles_skipped(...)`: which tiles on or below the diagonal a causal answer skipped (a wrong causal test): the
+  values of one block of keys are changed; the queries that see some of those keys must move, and none of a
+  block of them does when their tile was never computed.
 """
 import numpy as np
 import torch
 
+from ..efficient_attention import tiled_attention
 from .core import to_numpy
 from .evaluation import Evaluation
 
@@ -70,7 +77,81 @@ def moves_earlier_outputs(ev: Evaluation, answer, q, k, v, t, run):
     return bool(_rows_changed(run(answer, q, k, v), run(answer, q, k2, v2))[:t].any())
 
 
+def tiles_skipped(ev: Evaluation, answer, q, k, v, block_q, block_k, run):
+    """[(query block, key block)] of the tiles holding a key that some of their queries may see (j <= i) which
+    `answer` never computed: none of those queries' rows of run(answer, q, k, v) moved when the values of that
+    block of keys changed."""
+    T_q, T_k = q.shape[-2], k.shape[-2]
+    clean, g, skipped = run(answer, q, k, v), ev.rng(260), []
+    for b, j0 in enumerate(range(0, T_k, block_k)):
+        v2 = v.clone()
+        v2[..., j0:j0 + block_k, :] = torch.as_tensor(g.normal(size=v2[..., j0:j0 + block_k, :].shape), dtype=v.dtype)
+        changed = _rows_changed(run(answer, q, k, v2), clean)
+        for a, i0 in enumerate(range(0, T_q, block_q)):
+            i1 = min(i0 + block_q, T_q)
+            if max(i0, j0) < i1 and not changed[max(i0, j0):i1].any():
+                skipped.append((a, b))
+    return skipped
+
+
+def tile_ranges(tiles, block_q, block_k, T_q, T_k):
+    """'queries 4-7 with keys 3-5' style text for the tiles [(query block, key block)] (at most three)."""
+    return ", ".join(f"queries {a * block_q}-{min((a + 1) * block_q, T_q) - 1} with keys "
+                     f"{b * block_k}-{min((b + 1) * block_k, T_k) - 1}" for a, b in tiles[:3])
+
+
 def block_ranges(indices, block, T):
     """'queries 0-3 and 8-11' style text for the blocks `indices` of size `block` in 0..T-1."""
     parts = [f"{i * block}-{min((i + 1) * block, T) - 1}" for i in sorted(set(indices))]
     return " and ".join(parts)
+
+
+def _same_values(a, b):
+    a = a[0] if isinstance(a, (tuple, list)) else a
+    return hasattr(a, "shape") and tuple(a.shape) == tuple(b.shape) and np.allclose(
+        to_numpy(a).astype(np.float64), to_numpy(b).astype(np.float64), atol=1e-4, rtol=1e-3, equal_nan=True)
+
+
+CAUSAL_PART = ("{what} is right without the causal mask and wrong with it: the slip is in the causal part, skip a tile "
+               "only when its first key comes after the block's last query (j0 > i1 − 1), and give the tiles on the "
+               "diagonal the element-wise mask, key j visible from query i iff j ≤ i (positions in the whole "
+               "sequence)")
+MASK_PART = ("out is right without the mask and wrong with it: the slip is in the mask, broadcast it to (..., T_q, "
+             "T_k), slice its tile [..., i0:i1, j0:j1] and put −∞ where it is False (True = may attend)")
+UNNORMALISED = ("with every value equal to 1 the output should be 1 for every query that sees a key, and it is not: "
+                "the weights of a query must sum to 1 over its keys ({how})")
+
+
+def normalised(ev: Evaluation, answer, args, v_index, empty, how, **kwargs):
+    """UNNORMALISED when the answer, given values that are all 1, does not return 1 (0 for the `empty` queries,
+    which see no key), else None."""
+    args = list(args)
+    args[v_index] = torch.ones_like(args[v_index])
+    expected = torch.ones(*args[0].shape[:-1], args[v_index].shape[-1])
+    if empty is not None:
+        expected = expected * (~empty)[..., None]
+    return None if _same_values(ev.call(answer, *args, **kwargs), expected) else UNNORMALISED.format(how=how)
+
+
+def forward_part(ev: Evaluation, answer, q, k, v, bq, bk, causal, mask, expected):
+    """Where a tiled forward pass that no mistake explains goes wrong (a message), or None.
+    expected(causal, mask) -> (out, lse) of the formula."""
+    if causal and _same_values(ev.call(answer, q, k, v, bq, bk, causal=False, mask=mask), expected(False, mask)[0]):
+        return CAUSAL_PART.format(what="out")
+    if mask is not None and _same_values(ev.call(answer, q, k, v, bq, bk, causal=causal), expected(causal, None)[0]):
+        return MASK_PART
+    empty = torch.isneginf(expected(causal, mask)[1])
+    return normalised(ev, answer, (q, k, v, bq, bk), 2, empty, "l and acc rescaled together, e^(m_old − m_new), "
+                      "and out = acc / l once, after the last block of keys", causal=causal, mask=mask)
+
+
+def backward_part(ev: Evaluation, answer, inputs, bq, bk, gradients):
+    """A causal backward pass right without the causal mask: CAUSAL_PART, else None. inputs: (q, k, v, grad_out);
+    gradients(q, k, v, grad_out, causal) -> (dq, dk, dv) of the formula."""
+    q, k, v, grad_out = inputs
+    out, lse = tiled_attention(q, k, v, 4, 4, causal=False)
+    got = ev.call(answer, q, k, v, out, lse, grad_out, bq, bk, causal=False)
+    right = gradients(q, k, v, grad_out, False)
+    if isinstance(got, (tuple, list)) and len(got) == 3 and all(_same_values(a, b) for a, b in zip(got, right)):
+        return CAUSAL_PART.format(what="your backward pass")
+    return None

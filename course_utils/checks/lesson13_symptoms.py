@@ -1,7 +1,11 @@
 """What lesson 13's checks say, mistake by mistake, in the lesson's notation: {kind: symptom} for each exercise
 (the kinds are those of lesson13_mistakes.py, plus the properties the probes test: two passes, tiles above the
 diagonal computed, a T_q x T_k tensor built); and `name(...)`, which says the symptom of the first mistake
-whose values an answer has."""
+whose values an answer has; the crashes of typical slips, named (`naming_crashes`, `forward_failure`)."""
+import contextlib
+import functools
+import re
+
 import numpy as np
 
 from .core import ExerciseError, to_numpy
@@ -68,7 +72,22 @@ ONLINE = {
              "row (e.g. the whole row's maximum first, or the blocks gathered with list() or torch.cat). The online "
              "softmax reads each block ONCE, as it arrives: update m and l from it, then take the next"),
 }
+ONLINE["sum_wrong_axis"] = ("l sums the exponentials over the wrong axis: each row's l adds up the block's COLUMNS, "
+                            "Σ exp(x_block − m_new) over dim=-1, one number per row")
+ONLINE["no_guard_zeroed"] = NO_GUARD + " (turning the NaN into 0 afterwards loses the rest of the row)"
 ONLINE["flipped_safe"] = ONLINE["flipped"]
+
+
+def online_rows(got, expected):
+    """What the rows of the online softmax's check (online_inputs: rows 2 and 3 hold blocks of −∞, row 4 is −∞
+    everywhere) say about a wrong l, when only some of them are wrong; else None."""
+    wrong = set(np.flatnonzero(~np.isclose(to_numpy(got), to_numpy(expected), atol=1e-5, rtol=1e-4)).tolist())
+    if wrong and wrong <= {2, 3}:
+        return ("l is wrong only in the rows that hold blocks of −∞ (row 3 starts with a whole block of them): there "
+                "m_new can be −∞, and exp(−∞ − (−∞)) is NaN; " + NO_GUARD.split(". ", 1)[1])
+    if wrong == {4}:
+        return "l is wrong only in the row that is −∞ everywhere: that row ends with m = −∞ and l = 0 (no NaN)"
+    return None
 MERGE = {
     "first_max": "m is not max(m1, m2): the merged maximum is the larger of the two",
     "no_rescale": ("l = l1 + l2 adds normalisers measured from different maxima: rescale each to the common maximum "
@@ -77,6 +96,9 @@ MERGE = {
                 "e^(m2 − m), both ≤ 1"),
     "no_guard": NO_GUARD,
 }
+MERGE["one_rescaled"] = ("only one of the two normalisers is rescaled: both were measured from their own maximum, so "
+                         "both move to the common m = max(m1, m2), l = l1·e^(m1 − m) + l2·e^(m2 − m)")
+MERGE["other_rescaled"] = MERGE["one_rescaled"]
 MERGE["flipped_safe"] = MERGE["flipped"]
 _SKIP_RULE = "skip a tile when its first key comes after the block's last query, j0 > i1 − 1"
 TILED = {
@@ -113,7 +135,8 @@ TILED = {
                    "l = 0: give them 0, not acc / l)"),
     "mask_not_broadcast": ("your function failed with a mask of shape {shape}: a mask only has to BROADCAST to "
                            "(..., T_q, T_k) (a padding mask has size 1 on the query axis): torch.broadcast_to(mask, "
-                           "(..., T_q, T_k)) first, a view, then slice its tile [..., i0:i1, j0:j1]"),
+                           "(..., T_q, T_k)) first, a view, then slice its tile [..., i0:i1, j0:j1], the queries' "
+                           "rows, then the keys' columns"),
     "mask_ignored": "the mask is ignored: set the scores of masked keys to −∞ in every tile (mask[..., i0:i1, j0:j1])",
     "inverted_mask": ("the mask is inverted: True means 'may attend', so −∞ goes where the mask is False "
                       "(s.masked_fill(~mask_tile, −∞))"),
@@ -137,7 +160,14 @@ TILED = {
     "returns_P": ("your forward pass returns a T_q x T_k tensor besides out and lse: keep nothing of that size for "
                   "the backward pass; L, one number per query, is enough to recompute P tile by tile"),
 }
-TILED["divide_inside_twice"] = TILED["divide_inside"]
+TILED["p_old_max"] = ("P is measured from the OLD maximum, exp(S − m_old): measure it from the maximum after this "
+                      "tile, P = exp(S − m_new), the one l and acc are rescaled to")
+TILED["strict_causal"] = ("the element-wise causal mask leaves out the diagonal: key j is visible from query i iff "
+                          "j ≤ i, the query's own position included (cols <= rows, not <)")
+TILED["skipped_visible"] = ("the causal test skips tiles that hold keys their queries may see: {tiles} (found by "
+                            "changing those keys' values: the outputs of the queries that see them did not move). "
+                            + _SKIP_RULE + ", the tiles on the diagonal included")
+TILED["divide_inside_twice"] = TILED["divide_inside_reset"] = TILED["divide_inside"]
 TILED["wrong_side_unmasked"] = TILED["wrong_side"]
 BACKWARD = {
     "no_D": ("dS = P ∘ dP: the term D_i is missing. dS = P ∘ (dP − D_i), with D_i = rowsum(dO_i ∘ O_i), one number "
@@ -165,15 +195,27 @@ BACKWARD = {
     "dv_no_transpose": ("dV_j = P_ijᵀ dO_i: P is not transposed (each key gathers the gradients of the queries that "
                         "read it)"),
     "dk_no_transpose": "dK_j = dS_ijᵀ Q_i: dS is not transposed",
+    "D_all": ("D is one number for the whole batch: D_i = Σ_c dO_ic O_ic is one number per QUERY, the sum over "
+              "the features only (dim=-1), shape (..., T_q)"),
+    "local_idx": ("the element-wise causal mask of a diagonal tile is built from positions within the tile (0, 1, "
+                  "...): compare the GLOBAL positions, key j0 + c against query i0 + r, as in the forward pass"),
+    "D_plus": "dS = P ∘ (dP + D_i): D_i is SUBTRACTED, dS = P ∘ (dP − D_i) (the softmax removes the weighted mean)",
+    "dv_from_out": "dV_j = P_ijᵀ dO_i: you used O (out) where the gradient dO (grad_out) goes",
+    "dk_from_dO": "dK_j = dS_ijᵀ Q_i / √d_k: you multiplied dSᵀ by dO (grad_out) instead of by Q",
+    "overwrite_dq_dk": ("dq and dk are overwritten by each tile: ACCUMULATE them over the tiles (dq[..., i0:i1, :] += "
+                        "..., dk[..., j0:j1, :] += ...), as dv is"),
     "overwrite": ("dq, dk and dv are overwritten by each tile: ACCUMULATE them over the tiles (dq[..., i0:i1, :] += "
                   "..., likewise dk and dv)"),
     "all_tiles": ("with causal=True the backward pass computes the tiles above the diagonal: dq of queries {rows} "
                   "turned NaN or changed when only the values of later keys, which they may not see, were set to inf "
                   "(0 · inf = NaN). Skip those tiles as the forward pass does: " + _SKIP_RULE),
+    "skipped_visible": ("the causal test of the backward pass skips tiles that hold keys their queries may see: "
+                        "{tiles} (their dq did not move when those keys' values changed): " + _SKIP_RULE),
     "quadratic": ("{symptom}: that is P or S of the whole sequence. Recompute P one tile at a time from q, k and L, "
                   "use it for the tile's share of dq, dk, dv, and drop it: nothing of size T_q x T_k is kept between "
                   "the passes or built in the backward one"),
 }
+DENOMINATOR = "the denominator is φ(q_t)ᵀ z with z = Σ_j φ(k_j): the kernel of the query with every key, summed"
 LINEAR = {
     "no_denominator": ("the output is not normalised: divide φ(q_t)ᵀ(Σ_j φ(k_j) v_jᵀ) by φ(q_t)ᵀ Σ_j φ(k_j), the sum "
                        "of the kernel over the keys, so that the weights of each query sum to 1"),
@@ -185,6 +227,15 @@ LINEAR = {
                      "φ(q)·φ(k) is positive"),
     "relu": ("φ(x) = relu(x) is 0 for every negative entry (a query or key can then get no weight at all): the "
              "feature map is elu(x) + 1 > 0"),
+    "elu_shifted": "φ(x) = elu(x + 1): the +1 goes outside, φ(x) = elu(x) + 1 (F.elu(x) + 1)",
+    "phi_exp": ("φ(x) = exp(x): the exercise's feature map is elu(x) + 1 (exp of each feature is not the softmax's "
+                "kernel, and it overflows)"),
+    "relu_plus1": "φ(x) = relu(x) + 1: the feature map is elu(x) + 1 (F.elu, smooth below 0)",
+    "phi_softmax": "φ(x) = softmax(x) over the features: the feature map is elu(x) + 1, applied to each feature alone",
+    "z_scalar": ("the denominator is one number for every query: it is φ(q_t)ᵀ z, one number per QUERY, with "
+                 "z = Σ_j φ(k_j) a vector of d_k numbers (φ(q) @ z)"),
+    "causal": ("query t reads only the keys up to t (cumulative sums): this exercise is NOT causal, every query "
+               "reads S and z summed over ALL the keys"),
     "denominator_broadcast": ("the denominator divides the wrong axis: φ(q_t)ᵀ z is one number per QUERY; divide each "
                               "row of φ(q) S by it (keep its last axis of size 1, e.g. (φ(q) @ z)[..., None])"),
     "phi_v": ("φ is applied to the values too: only q and k go through φ (the kernel φ(q)·φ(k) replaces exp(q·k)); "
@@ -201,3 +252,69 @@ LINEAR = {
                   "forms. Compute S = Σ_j φ(k_j) v_jᵀ (d_k x d_v) and z = Σ_j φ(k_j) first, then φ(q) S / φ(q) z: "
                   "time and memory linear in T"),
 }
+
+
+# ---------------------------------------------------------------------------------------------
+# The crashes of typical slips, named
+# ---------------------------------------------------------------------------------------------
+RAISED = "your function raised "
+CRASHES = [
+    (r"must be Tensor, not torch\.return_types\.(max|min)",
+     "`x.max(dim=...)` returns two things, (values, indices), not a tensor: take x.amax(dim=-1) (or "
+     "x.max(dim=-1).values)"),
+    (r"Boolean value of Tensor with more than one value is ambiguous",
+     "Python's max() (or an `if`) compared whole tensors of several values: take the maximum element by element "
+     "with torch.maximum(m, x.amax(dim=-1)), and choose per row with torch.where"),
+]
+NO_AXIS = ("a number per query (the rescale factor e^(m_old − m_new), or l) multiplies or divides acc (..., block_q, "
+           "d_v) without a last axis: give it one, rescale[..., None]")
+SLICES = ("a tile of your loop meets the whole sequence (the sizes {a} and {b} do not fit): slice q to the block of "
+          "queries, q[..., i0:i1, :], and k and v to the block of keys, [..., j0:j1, :]")
+STATE_SIZE = ("m, l and acc are made once, for a full block of {bq} queries: make them afresh for EACH block of "
+              "queries, with i1 − i0 rows (the last block is shorter when block_q does not divide T_q)")
+
+
+def _renamed(error, symptom):
+    raised, _, rest = str(error)[len(RAISED):].partition("\n")
+    where = "\n".join(line for line in rest.splitlines() if "called with" not in line)
+    return ExerciseError(f"{symptom}\n  (PyTorch: {raised[:200]})" + (f"\n{where}" if where.strip() else ""))
+
+
+def naming_crashes(check):
+    """`check(ev, answer)` whose learner crashes listed in CRASHES are named (the PyTorch message kept below)."""
+    @functools.wraps(check)
+    def run(ev, answer):
+        try:
+            return check(ev, answer)
+        except ExerciseError as error:
+            if str(error).startswith(RAISED):
+                for pattern, symptom in CRASHES:
+                    if re.search(pattern, str(error).partition("\n")[0]):
+                        raise _renamed(error, symptom) from None
+            raise
+    return run
+
+
+@contextlib.contextmanager
+def forward_failure(mask, block_q, T_q, d_v, block_k=None):
+    """The tiled forward pass failing on a mask (sliced before it was broadcast, or the wrong way round), or
+    without one: with running statistics the size of a full block of queries, or a number per query without its
+    last axis, is named."""
+    try:
+        yield
+    except ExerciseError as error:
+        text = str(error)
+        if not text.startswith(RAISED):
+            raise
+        if mask is not None:
+            raise _renamed(error, TILED["mask_not_broadcast"].format(shape=tuple(mask.shape))) from None
+        sizes = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", text)
+        sizes = {int(sizes[1]), int(sizes[2])} if sizes else set()
+        if T_q % block_q and sizes == {block_q, T_q % block_q}:
+            raise _renamed(error, STATE_SIZE.format(bq=block_q)) from None
+        if len(sizes) == 2 and d_v in sizes and d_v != block_q and sizes & {block_q, T_q % block_q}:
+            raise _renamed(error, NO_AXIS) from None
+        numbers = [int(n) for n in re.findall(r"\d+", text.partition("\n")[0])]
+        if T_q in numbers and {block_q, block_k} & set(numbers) and T_q not in (block_q, block_k):
+            raise _renamed(error, SLICES.format(a=min(block_q, block_k or block_q), b=T_q)) from None
+        raise

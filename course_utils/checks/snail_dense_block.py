@@ -81,6 +81,12 @@ def _dense_mistakes(x, W_f, W_g, d):
         "return torch.cat([x, new], dim=-1).": new,
         "x and the new features are concatenated in the wrong order: torch.cat([x, new], dim=-1), x first.":
             torch.cat([new, x], dim=-1),
+        "the block's output starts with the delayed x_{t−d}: concatenate x itself, torch.cat([x, new], dim=-1).":
+            torch.cat([past, new], dim=-1),
+        "the gate uses W_f: the gate's convolution has weights of its own, σ(W_g^(0) x_t + W_g^(1) x_{t−d}).":
+            cat(_gated(x, W_f, W_f, past)),
+        "one tap serves both steps, W[0] (x_t + x_{t−d}): W[0] multiplies the present x_t and W[1] the past x_{t−d}.":
+            cat(_gated(x, W_f, W_g, past, taps=(0, 0))),
     })
     return mistakes
 
