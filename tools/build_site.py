@@ -132,8 +132,11 @@ def execute_all(lessons, cache, jobs, scratch, logs):
              for path, _ in sorted(todo, reverse=True)]  # the later, longer lessons first: both workers stay busy
     cached = {path.name: target for path, target in todo}
     # One fresh process per notebook; on an error or an interruption the workers are stopped at once (a
-    # kernel stops on its own when the process that started it is gone).
-    pool = multiprocessing.Pool(jobs, maxtasksperchild=1)
+    # kernel stops on its own when the process that started it is gone). Never forked from this process: the
+    # pool replaces a worker from a thread of its own, and a process forked beside running threads inherits
+    # their state half-made; its kernel client then missed a reply now and then and waited for the cell's
+    # whole timeout (900 s) before it saw it (seen in CI, 2 of 15 notebooks).
+    pool = _start_method().Pool(jobs, maxtasksperchild=1)
     try:
         for name, text, seconds in pool.imap_unordered(_execute_task, tasks):
             if text is None:
@@ -153,6 +156,13 @@ def execute_all(lessons, cache, jobs, scratch, logs):
         pool.join()
     print(f"notebooks run in {time.monotonic() - start:.0f} s (load {_load()})", flush=True)
     return results
+
+
+def _start_method():
+    """A clean process for each worker: forked from a server process that runs no threads (forkserver), or
+    a new interpreter where there is none (spawn: macOS, Windows)."""
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
 def _load():
