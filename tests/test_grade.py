@@ -203,6 +203,109 @@ def test_the_sandbox_starts_here():
     assert sandbox.unavailable() is None
 
 
+def test_a_sandbox_the_grader_cannot_reach_from_outside_is_no_sandbox(monkeypatch):
+    """The grader reaches the kernel's sockets through /proc/<pid>/root of the sandbox: where it cannot (e.g. a
+    security module forbids it), it refuses to grade, saying why."""
+    real = os.open
+
+    def refused(path, *args, **kwargs):
+        if str(path).startswith("/proc/") and str(path).endswith("/root"):
+            raise PermissionError(13, "Permission denied")
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(sandbox.os, "open", refused)
+    problem = sandbox.unavailable()
+    assert problem and "cannot reach its sandbox's files from outside" in problem, problem
+    monkeypatch.undo()
+    assert sandbox.unavailable() is None
+
+
+def test_the_io_folder_is_bound_read_only_and_the_kernel_starts_in_its_home(tmp_path):
+    """The sandbox binds its io folder (connection file, judge's socket) read-only, gives the kernel's sockets a
+    folder of its own memory (IO, IO_SIZE at most), reports its child's pid (--info-fd 3, opened by `start`) and
+    starts the kernel in its empty home folder."""
+    box = sandbox.Sandbox(folder=tmp_path / "alice", submission=tmp_path / "submission", package=ROOT,
+                          io_dir=tmp_path / "io", etc_dir=tmp_path / "etc", info_file=tmp_path / "bwrap.json")
+    argv = sandbox.wrap([sys.executable, "-m", "ipykernel_launcher"], box)
+    pairs = list(zip(argv, argv[1:], argv[2:]))
+    assert ("--ro-bind", str(box.io_dir), str(box.io_dir)) in pairs
+    assert not any(a in ("--bind", "--bind-try") and b == str(box.io_dir) for a, b, _ in pairs)
+    at = argv.index(sandbox.IO)
+    assert argv[at - 1] == "--tmpfs" and argv[at - 3:at - 1] == ["--size", str(sandbox.IO_SIZE)]
+    assert argv[argv.index("--chdir") + 1] == sandbox.HOME and argv[argv.index("--info-fd") + 1] == "3"
+    assert sandbox.start(box)[-1] == str(box.info_file) and '3>"$info"' in sandbox.start(box)[2]
+
+
+def test_a_socket_is_pinned_by_descriptor_and_a_link_in_its_place_is_refused(tmp_path):
+    """The grader holds each of the kernel's sockets by an O_PATH descriptor: connecting to /proc/self/fd/N reaches
+    that socket after it was renamed and a link put in its place; a link (which, reached through the sandbox's
+    root, would be followed in the grader's own root) or a file is refused; a missing one is not there yet."""
+    def serve(path):
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(path))
+        server.listen(5)
+        return server
+
+    kernel, machine = serve(tmp_path / "k-1"), serve(tmp_path / "machine.sock")
+    folder = os.open(tmp_path, os.O_PATH | os.O_DIRECTORY)
+    try:
+        assert sandbox.pin_socket(folder, "k-2") is None
+        pinned = sandbox.pin_socket(folder, "k-1")
+        os.rename(tmp_path / "k-1", tmp_path / "k-1.moved")
+        os.symlink(tmp_path / "machine.sock", tmp_path / "k-1")
+        os.symlink(f"/proc/self/fd/{pinned}", tmp_path / "link-k-1")   # (how the worker names it to zmq)
+        for path in (f"/proc/self/fd/{pinned}", str(tmp_path / "link-k-1")):
+            with socket.socket(socket.AF_UNIX) as client:
+                client.connect(path)
+            kernel.settimeout(5)
+            kernel.accept()[0].close()
+        machine.settimeout(0.2)
+        with pytest.raises(OSError):
+            machine.accept()                    # (nothing reached the machine's socket)
+        with pytest.raises(RuntimeError, match="not a socket"):
+            sandbox.pin_socket(folder, "k-1")   # the link
+        (tmp_path / "k-3").write_text("")
+        with pytest.raises(RuntimeError, match="not a socket"):
+            sandbox.pin_socket(folder, "k-3")
+        os.close(pinned)
+    finally:
+        os.close(folder)
+        kernel.close()
+        machine.close()
+
+
+def test_a_check_quoting_a_lone_surrogate_ends_and_shows_it_in_jupyter(tmp_path):
+    """An answer that raises `ValueError("\\ud800")`: the check cell, in a plain kernel (as in JupyterLab), ends
+    with the check's message, the surrogate written `\\ud800`. (Jupyter's messages cannot carry a lone surrogate:
+    the kernel used to lose the cell's reply, and the cell never ended.)"""
+    import nbformat
+    from nbclient import NotebookClient
+
+    cells = ["def weighted_sum(weights, vectors):\n    raise ValueError('\\ud800')\n",
+             "from course_utils.checks import lesson00 as check\ncheck.weighted_sum(weighted_sum)\n",
+             "print('after')\n"]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    env = dict(os.environ, COURSE_PROGRESS="off", PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    began = time.monotonic()
+    NotebookClient(nb, timeout=60, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute(env=env)
+    assert time.monotonic() - began < 50
+    (error,) = [o for o in nb.cells[1].outputs if o["output_type"] == "error"]
+    assert "your function raised ValueError: \\ud800" in error["evalue"], error
+    assert [o["text"] for o in nb.cells[2].outputs] == ["after\n"]
+
+
+def test_the_sandboxs_root_is_reached_only_while_it_is_the_sandboxs():
+    """open_io refuses a process that is not the one bubblewrap reported (another mount namespace: its pid was
+    reused), and waits (None) while the sandbox's folder IO is not there yet."""
+    own = {"child-pid": os.getpid(), "mnt-namespace": os.stat("/proc/self/ns/mnt").st_ino}
+    with pytest.raises(RuntimeError, match="ended"):
+        sandbox.open_io(dict(own, **{"mnt-namespace": own["mnt-namespace"] + 1}))
+    if not os.path.exists(sandbox.IO):
+        assert sandbox.open_io(own) is None
+    assert sandbox.read_info("/nonexistent/bwrap.json") is None
+
+
 def test_summary_table_has_learners_down_lessons_across_and_totals():
     rows = [G.Row("alice", "00", "a", "passed", ""), G.Row("alice", "01", "b", "wrong", ""),
             G.Row("alice", "01", "c", "passed", ""), G.Row("bob", "01", "b", "timeout", "")]

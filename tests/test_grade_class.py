@@ -10,7 +10,11 @@ reference copied and the copy watch switched off, answers and cells that ignore 
 that raises KeyboardInterrupt, a kernel that dies, a fork bomb and a memory hog beside a learner graded at
 the same time, notebooks and learner folders that are symbolic links (to the solutions, to another
 learner, to themselves), names with terminal escape sequences and forged progress lines, a learner
-folder named `--no-sandbox`.
+folder named `--no-sandbox`; the io folder (connection file, judge's socket) written, a judge's socket planted
+before the judge's and the judge's removed while judged, the folder of the kernel's sockets filled, the
+kernel's heartbeat socket replaced by a link to a unix socket of the machine; a learner's own
+`ipykernel_launcher.py` and configuration files (IPython, Jupyter, a profile) in the learner's folder; a
+check cell that quotes a lone surrogate.
 """
 import contextlib
 import csv
@@ -44,7 +48,8 @@ SECRET = "the-instructor's-secret-4d1f"
 TIMEOUT, CELL_TIMEOUT = 60, 20   # seconds: a notebook, a cell (the fork bomb's and the endless cell's cost)
 ENVIRONMENT = {"PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "LANG", "PYTHONPATH", "PYTHONNOUSERSITE",
                "PYTHONDONTWRITEBYTECODE", "COURSE_FAST", "COURSE_PROGRESS", "MPLBACKEND", "OMP_NUM_THREADS",
-               "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "COURSE_RUNS_DIR", "COURSE_DATA_DIR",
+               "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "COURSE_RUNS_DIR", "COURSE_DATA_DIR", "IPYTHONDIR",
+               "JUPYTER_CONFIG_DIR",
                # set by the kernel itself (IPython, ipykernel, the shell's working folder)
                "PWD", "PAGER", "GIT_PAGER", "TERM", "CLICOLOR", "CLICOLOR_FORCE", "FORCE_COLOR",
                "PYDEVD_USE_FRAME_EVAL"}
@@ -81,6 +86,29 @@ attempt("io folders", lambda: sorted(glob.glob(IO_ROOT + "/course-grade-*/io/ker
 mine = glob.glob(IO_ROOT + "/course-grade-*/io/kernel.json")[:1]
 attempt("write into the io folder", lambda: open(os.path.join(os.path.dirname(mine[0]), "planted"), "w").write("x"))
 attempt("write the connection file", lambda: open(mine[0], "a").write(" " * 4096))
+attempt("remove the connection file", lambda: os.unlink(mine[0]))
+def bind_in_io():
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(os.path.join(os.path.dirname(mine[0]), "planted.sock"))
+attempt("bind a socket in the io folder", bind_in_io)
+from ipykernel.kernelapp import IPKernelApp
+attempt("the kernel's sockets", lambda: IPKernelApp.instance().ip)
+def fill():   # the folder of the kernel's sockets, in the sandbox's memory: bounded, then thrown away
+    path, written = os.path.join(os.path.dirname(IPKernelApp.instance().ip), "fill"), 0
+    try:
+        with open(path, "wb") as f:
+            while written < (64 << 20):
+                f.write(b"x" * 65536)
+                written += 65536
+                f.flush()
+    except OSError as error:
+        return [written, error.strerror]
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+    return [written, "no error"]
+attempt("fill the folder of the kernel's sockets", fill)
+attempt("write to the kernel's own output", lambda: sum(os.write(2, b"x" * (1 << 20)) for _ in range(8)))
 def unix():
     with socket.socket(socket.AF_UNIX) as s:
         s.connect(HOST_SOCKET)
@@ -117,7 +145,68 @@ PREBOOT = """
 import glob, json, os
 import helper_module   # (the learner's own module, beside the notebook: imported as in Jupyter)
 PREBOOT = {"ran": os.path.exists("/tmp/preboot-ran"), "helper": helper_module.X,
-           "io": sorted(os.path.basename(p) for p in glob.glob(IO_ROOT + "/course-grade-*/io/*"))}
+           "io": sorted(os.path.basename(p) for p in glob.glob(IO_ROOT + "/course-grade-*/io/*")),
+           "configs": sorted(glob.glob("/tmp/preboot-config-*")), "cwd": os.getcwd()}
+"""
+# configuration files in the learner's folder (and a profile in it) that IPython or Jupyter could read as the
+# kernel starts: each leaves a mark in /tmp if it is read (a .py runs; a .json runs its exec_lines)
+PREBOOT_CONFIGS = ["ipython_config.py", "ipython_kernel_config.py", "jupyter_config.py", "ipykernel_config.py",
+                   "jupyter_config.json", "ipython_config.json", "ipython_kernel_config.json",
+                   ".ipython/profile_default/ipython_config.py", ".ipython/profile_default/ipython_kernel_config.py",
+                   ".ipython/profile_default/startup/00-mark.py", ".jupyter/jupyter_config.py"]
+
+
+def preboot_config(name):
+    mark = f"open('/tmp/preboot-config-{name.replace('/', '-')}', 'w').write('read')"
+    if name.endswith(".json"):
+        return json.dumps({"InteractiveShellApp": {"exec_lines": [mark]}, "IPKernelApp": {"exec_lines": [mark]}})
+    return mark + "\n"
+
+
+# the kernel's heartbeat socket (in its sandbox) renamed and replaced by a link to a unix socket of the machine,
+# and its connection to the grader cut: the grader reconnects, never through the link (its descriptor)
+REDIRECT = r"""
+import json, os, socket, time
+from ipykernel.kernelapp import IPKernelApp
+app = IPKernelApp.instance()
+heart = f"{app.ip}-{app.hb_port}"
+os.rename(heart, heart + ".moved")
+os.symlink(HOST_SOCKET, heart)
+cut = 0
+for fd in os.listdir("/proc/self/fd"):
+    try:
+        s = socket.socket(fileno=os.dup(int(fd)))
+    except OSError:
+        continue
+    with s:
+        try:
+            if (s.family == socket.AF_UNIX and s.getsockname() == heart
+                    and not s.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)):
+                s.shutdown(socket.SHUT_RDWR)
+                cut += 1
+        except OSError:
+            pass
+time.sleep(5)   # (the grader's heartbeat reconnects within 2 s)
+REDIRECT = {"cut": cut, "link": os.readlink(heart)}
+"""
+# a judge's socket planted in the io folder before the judge makes its own, and the judge's removed while it is
+# judged: were either possible, this learner would not pass (the grader could not listen; the answer is wrong)
+SQUATTER = r"""
+import os, socket
+from ipykernel.kernelapp import IPKernelApp
+IO = os.path.dirname(IPKernelApp.instance().abs_connection_file)
+try:
+    squat = socket.socket(socket.AF_UNIX)
+    squat.bind(os.path.join(IO, "judge.sock"))
+    squat.listen(1)
+except OSError:
+    pass
+def weighted_sum(weights, vectors):
+    try:
+        os.unlink(os.path.join(IO, "judge.sock"))
+        return vectors.sum(axis=0)
+    except OSError:
+        return weights @ vectors
 """
 # while the judge calls it, the learner's function writes 1.5 GiB into the judge's socket (no line break)
 FLOOD = """
@@ -219,7 +308,33 @@ class Bait:
         self.unix.close()
 
 
-def attack_class(klass, spy, only=None, io_root=""):
+class DiskWatch:
+    """The largest file in the grader's temporary folders of the notebooks (course-grade-*), but the copies of
+    the learners' folders, while the class is graded: what the notebooks made the grader's disk hold."""
+
+    def __init__(self, root):
+        self.root, self.largest, self.stop = Path(root), (0, ""), threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.thread.start()
+
+    def _watch(self):
+        while not self.stop.wait(0.1):
+            for folder in self.root.glob("course-grade-*"):
+                for where, folders, files in os.walk(folder):
+                    folders[:] = [name for name in folders if name != "submission"]
+                    for name in files:
+                        with contextlib.suppress(OSError):
+                            size = os.lstat(os.path.join(where, name)).st_size
+                            if size > self.largest[0]:
+                                self.largest = (size, os.path.relpath(os.path.join(where, name), folder))
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(10)
+        return self.largest
+
+
+def attack_class(klass, spy, only=None, io_root="", host_socket=""):
     """The learners of the attack class (lesson 00, and a real lesson 08 in `solved`); `only`: these learners."""
     learners = {
         "solved": [answer(RIGHT), CHECK],
@@ -296,7 +411,11 @@ def attack_class(klass, spy, only=None, io_root=""):
                     answer("raise RuntimeError('PREBOOT ' + json.dumps(PREBOOT))\n")],
         "flood": [FLOOD],
         "frames": [answer(RIGHT), FRAMES, CHECK],
-        NOT_UTF8: [answer("raise ValueError('cleared\\x1b[2J\\x1b]52;c;cHduZWQ=\\x07 \\ud800')\n")],
+        # (its check cell quotes the lone surrogate: Jupyter cannot send one, the cell must still end)
+        NOT_UTF8: [answer("raise ValueError('cleared\\x1b[2J\\x1b]52;c;cHduZWQ=\\x07 \\ud800')\n"), CHECK],
+        "redirector": [REDIRECT.replace("HOST_SOCKET", repr(host_socket)),
+                       answer("raise RuntimeError('REDIRECT ' + json.dumps(REDIRECT))\n")],
+        "squatter": [SQUATTER],
     }
     for learner, cells in learners.items():
         if only is None or learner in only:
@@ -305,6 +424,9 @@ def attack_class(klass, spy, only=None, io_root=""):
     if only is None or "preboot" in only:
         (klass / "preboot" / "ipykernel_launcher.py").write_text(PREBOOT_LAUNCHER)
         (klass / "preboot" / "helper_module.py").write_text("X = 42\n")
+        for name in PREBOOT_CONFIGS:
+            (klass / "preboot" / name).parent.mkdir(parents=True, exist_ok=True)
+            (klass / "preboot" / name).write_text(preboot_config(name))
     os.mkfifo(klass / "solved" / "a-named-pipe")   # (neither a file nor a folder: not copied, not an error)
     if only is not None:
         return learners
@@ -341,17 +463,18 @@ def grade_class(base, run=in_process, instructor_home=None, prepare=None, only=N
     klass, io_root = base / "class", base / "tmp"
     io_root.mkdir()
     bait = Bait(base)
-    attack_class(klass, bait.spy(io_root, instructor_home or Path.home()), only, io_root)
+    attack_class(klass, bait.spy(io_root, instructor_home or Path.home()), only, io_root, bait.unix_path)
     package = Path(core.__file__).with_name("lesson00.py")
     before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in [package, *(klass.rglob("*.ipynb"))]
               if not p.is_symlink()}
     if prepare is not None:
         prepare(base)
-    began = time.monotonic()
+    began, disk = time.monotonic(), DiskWatch(io_root)
     try:
         status, lines = run(klass, base / "grades.csv", io_root)
     finally:
         bait.close()
+        largest = disk.close()
     seconds = time.monotonic() - began
     print(f"graded the class in {seconds:.0f} s")
     grades = by_learner(rows_of(base / "grades.csv"))
@@ -359,7 +482,7 @@ def grade_class(base, run=in_process, instructor_home=None, prepare=None, only=N
     seen = json.loads(message.split("SEEN ", 1)[1].split("\n")[0]) if "SEEN " in message else {}
     return dict(status=status, grades=grades, log="\n".join(lines), lines=lines, seen=seen,
                 connections=bait.connections, klass=klass, outside=bait.outside, before=before, io_root=io_root,
-                seconds=seconds)
+                seconds=seconds, largest=largest)
 
 
 @pytest.fixture(scope="module")
@@ -375,7 +498,8 @@ def outcome(attacked, learner):
 # What every run of the attack class must show (this file: as root in CI; test_sandbox_user.py: a normal user)
 # ---------------------------------------------------------------------------------------------
 # the learners these checks need (a normal user's run grades only them)
-CHECKED = ("solved", "wrong", "untouched", "--no-sandbox", "spy", "forkbomb", "forkbomb_neighbour", "hog", "preboot")
+CHECKED = ("solved", "wrong", "untouched", "--no-sandbox", "spy", "forkbomb", "forkbomb_neighbour", "hog", "preboot",
+           "redirector", "squatter")
 
 
 def check_graded(attacked):
@@ -397,11 +521,9 @@ def check_sandbox(attacked, user, home=None, python=None):
     assert seen, outcome(attacked, "spy")
     for attempt in ("read other learner", "write other learner", "delete other learner", "edit the package",
                     "new file in the package", "read /etc/shadow", "read the instructor's file", "host socket",
-                    "network"):
+                    "network", "write into the io folder", "write the connection file", "remove the connection file",
+                    "bind a socket in the io folder"):   # (as root and as a normal user: the io folder is read-only)
         assert seen[attempt][0] == "failed", f"{attempt}: {seen[attempt]}"
-    if user == 0:   # (as a normal user, the io folder is the instructor's own: docs/instructors.md)
-        for attempt in ("write into the io folder", "write the connection file"):
-            assert seen[attempt][0] == "failed", f"{attempt}: {seen[attempt]}"
     # ("write outside" and "create in class folder" may succeed inside the sandbox, in its own memory, where
     # the path lies under its /tmp: nothing reaches the disk, as the end of this check shows.)
     assert seen["list class folder"] == ["ok", "['spy']"]                  # the others are not even listed
@@ -429,6 +551,30 @@ def check_sandbox(attacked, user, home=None, python=None):
     assert attacked["connections"] == []
 
 
+def check_io(attacked):
+    """The io folder on the grader's disk is read-only in the sandbox (as root and as a normal user); the kernel's
+    sockets are in the sandbox's memory, in a folder that fills at IO_SIZE; the grader reaches them by descriptor:
+    a link the notebook puts in their place is never followed (no connection reaches the machine's socket); what
+    the kernel writes to its own output is not kept on the grader's disk."""
+    seen = attacked["seen"]
+    assert seen["the kernel's sockets"] == ["ok", repr(f"{sandbox.IO}/k")], seen["the kernel's sockets"]
+    written, error = eval(seen["fill the folder of the kernel's sockets"][1])  # noqa: S307 - [bytes, strerror]
+    assert written <= sandbox.IO_SIZE and error == "No space left on device", (written, error)
+    for attempt in ("write into the io folder", "write the connection file", "remove the connection file",
+                    "bind a socket in the io folder"):
+        assert "Read-only file system" in seen[attempt][1] or "Permission denied" in seen[attempt][1], seen[attempt]
+    result, message = outcome(attacked, "redirector")
+    assert "REDIRECT " in message, message
+    got = json.loads(message.split("REDIRECT ", 1)[1].split("\n")[0])
+    assert got["cut"] >= 1 and got["link"].endswith("host.sock"), got     # the attack was made ...
+    assert attacked["connections"] == []                                   # ... and reached nothing of the machine
+    assert outcome(attacked, "squatter")[0] == "passed", outcome(attacked, "squatter")
+    assert attacked["status"] == 0
+    # the notebooks wrote 8 MiB to their kernel's own output: none of it reached the grader's disk
+    assert seen["write to the kernel's own output"] == ["ok", str(8 << 20)], seen["write to the kernel's own output"]
+    assert attacked["largest"][0] < (1 << 20), attacked["largest"]
+
+
 def check_limits(attacked):
     """A fork bomb and a memory hog are held by their own limits: the learner graded beside them passes."""
     assert outcome(attacked, "forkbomb_neighbour")[0] == "passed", outcome(attacked, "forkbomb_neighbour")
@@ -437,15 +583,17 @@ def check_limits(attacked):
 
 
 def check_preboot(attacked):
-    """The learner's own `ipykernel_launcher.py` does not run (the kernel starts with -P, Python 3.11 and later),
-    so nothing of the learner's runs before the grader's first cell; its own modules still import."""
+    """The learner's own `ipykernel_launcher.py` does not run and no configuration file of the learner's folder is
+    read (the kernel starts in its empty home folder, with -P), so nothing of the learner's runs before the
+    grader's first cell; then the notebook runs in its folder, and its own modules import."""
     result, message = outcome(attacked, "preboot")
     assert "PREBOOT " in message, message
     got = json.loads(message.split("PREBOOT ", 1)[1].split("\n")[0])
     assert got["helper"] == 42, got
     assert "planted-before-boot" not in got["io"], got
-    if sys.version_info >= (3, 11):
-        assert got["ran"] is False, got
+    assert got["ran"] is False, got                          # (the kernel starts in its empty home folder)
+    assert got["configs"] == [], got                         # no configuration file of the learner's folder is read
+    assert got["cwd"] == str(attacked["klass"] / "preboot"), got   # the notebook runs in its folder, as in Jupyter
 
 
 def test_the_class_is_graded_and_the_table_printed(attacked):
@@ -522,6 +670,10 @@ def test_names_are_printed_safely(attacked):
 
 def test_no_code_of_the_learners_folder_runs_before_the_grader(attacked):
     check_preboot(attacked)
+
+
+def test_the_io_folder_is_read_only_and_the_kernels_sockets_are_reached_only_by_descriptor(attacked):
+    check_io(attacked)
 
 
 def test_what_a_notebook_sends_the_grader_is_bounded(attacked):

@@ -20,6 +20,7 @@ from tests.test_grade_class import (
     SECRET,
     TIMEOUT,
     check_graded,
+    check_io,
     check_limits,
     check_preboot,
     check_sandbox,
@@ -128,3 +129,7 @@ def test_as_a_user_a_fork_bomb_and_a_memory_hog_do_not_fail_the_learner_beside_t
 
 def test_as_a_user_no_code_of_the_learners_folder_runs_before_the_grader(as_a_user):
     check_preboot(as_a_user)
+
+
+def test_as_a_user_the_io_folder_is_read_only_and_the_kernels_sockets_are_reached_only_by_descriptor(as_a_user):
+    check_io(as_a_user)

@@ -102,16 +102,16 @@ class Exercise:
         record.record(self.lesson, self.exercise, self.title, outcome.status, outcome.message)
         if outcome.status == WRONG:
             _install_ipython_handler()
-            raise ExerciseError(outcome.message)
-        print(wrap(outcome.message))
+            raise ExerciseError(_sendable(outcome.message))
+        print(wrap(_sendable(outcome.message)))
 
     def strict(self, answer):
         """Like calling the check, but an unfinished answer fails too (an autograder's test cell)."""
         outcome = self.evaluate(answer)
         if not outcome.passed:
             _install_ipython_handler()
-            raise ExerciseError(outcome.message)
-        print(wrap(outcome.message))
+            raise ExerciseError(_sendable(outcome.message))
+        print(wrap(_sendable(outcome.message)))
 
     def evaluate(self, answer, seed_offset=0):
         """The Outcome of checking `answer` on inputs drawn from the check's seeds + `seed_offset`, without
@@ -213,6 +213,13 @@ def single_threaded(check):
 # ---------------------------------------------------------------------------------------------
 def _show_one_line(shell, etype, value, tb, tb_offset=None):
     shell._showtraceback(etype, value, [f"\x1b[0;31m{wrap(str(value))}\x1b[0m"])
+
+
+def _sendable(message):
+    """`message` as Jupyter can send it: a lone surrogate (a learner's exception can carry one, e.g.
+    `raise ValueError("\\ud800")`) written as its escape, `\\ud800`. Jupyter's messages cannot carry one: the
+    kernel would lose the check cell's reply (its error would name it), and the cell would never end."""
+    return message.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _install_ipython_handler():

@@ -1,13 +1,16 @@
 """The first program run inside the sandbox, before the kernel: limits, an unprivileged user, the learner's files.
 
     python -I -S confine.py --processes N --memory BYTES --file-size BYTES [--uid ID] \
-        --copy SUBMISSION FOLDER -- KERNEL ARGV...
+        --copy SUBMISSION FOLDER [--start-in HOME] -- KERNEL ARGV...
 
 In this order: it sets the limits every process of the notebook inherits (at most N processes and threads,
 BYTES of address space each, no file larger than --file-size, no core dumps); when the grader runs as root,
 it gives up root for the user and group --uid (no supplementary groups; its capabilities go with it, and the
 sandbox forbids gaining any back); as that user, it copies the submitted folder into the learner's folder
-(in memory, bounded in size), and then it becomes the kernel (exec).
+(in memory, bounded in size), and then it becomes the kernel (exec), in the folder --start-in (the grader
+gives the sandbox's empty home folder: nothing of the learner's folder is in the kernel's way while it starts,
+neither a module Python would import nor a configuration file; the grader's first cell moves it into the
+learner's folder), else in the learner's folder.
 
 It imports only the standard library, and runs with `-I -S` (nothing from the working folder, the
 environment or site-packages): the grader passes it by path, from its own copy of the package.
@@ -61,6 +64,7 @@ def main(argv=None):
     parser.add_argument("--file-size", type=int, required=True)
     parser.add_argument("--uid", type=int)
     parser.add_argument("--copy", nargs=2, metavar=("SOURCE", "FOLDER"), required=True)
+    parser.add_argument("--start-in")
     options, command = parser.parse_args(argv[:cut]), argv[cut + 1:]
     limit(resource.RLIMIT_CORE, 0)
     limit(resource.RLIMIT_NPROC, options.processes)
@@ -75,7 +79,7 @@ def main(argv=None):
         print(f"confine: the learner's folder could not be copied into the sandbox (larger than its "
               f"{options.file_size >> 20} MiB?): {str(error)[:300]}", file=sys.stderr)
         return COPY_FAILED
-    os.chdir(folder)
+    os.chdir(options.start_in or folder)
     os.execv(command[0], command)
 
 

@@ -3,9 +3,11 @@
 The grader loads this module (and `wire.py` beside it) BY PATH from its own copy of the package, before
 the notebook's first cell, into a module of a random name (a module the notebook replaces or shadows in
 `sys.modules` or on `sys.path` is not used); its cells only call it:
-- `boot(module, names, shell)`, before the notebook: `remember(names)`: after every cell, keep what the
+- `boot(module, names, shell, folder)`, before the notebook: `remember(names)`: after every cell, keep what the
   notebook itself defined (module "__main__") under the exercises' names, so that a later
-  `from course_utils... import name` in the lesson cannot stand in for the learner's answer;
+  `from course_utils... import name` in the lesson cannot stand in for the learner's answer; then move into the
+  learner's folder (in the sandbox the kernel starts in its empty home folder), where the notebook runs and
+  imports from, as in Jupyter;
 - `serve_judge(path, token, shell)`, after the notebook: connect to the judge, then answer its requests one
   by one until it says goodbye. A request names a function, class or object of the notebook (by
   handle) and what to do with it: call it with these arguments (data), read an attribute, iterate
@@ -62,13 +64,17 @@ def measure():
 # ---------------------------------------------------------------------------------------------
 # What the grader's two cells call
 # ---------------------------------------------------------------------------------------------
-def boot(module, names, shell):
-    """The grader's first cell: keep `module` (this one, loaded by path) under its own name, and remember
-    what the notebook defines under the exercises' `names`."""
+def boot(module, names, shell, folder=None):
+    """The grader's first cell: keep `module` (this one, loaded by path) under its own name, remember what
+    the notebook defines under the exercises' `names`, and go into the learner's `folder` (None: stay)."""
     module.defined = remember(names, shell)
     sys.modules[module.__name__] = module
-    if getattr(sys.flags, "safe_path", False) and os.getcwd() not in sys.path:   # (the kernel ran with -P)
-        sys.path.insert(0, os.getcwd())   # the notebook imports from its folder, as in Jupyter
+    moved = folder is not None and os.path.abspath(folder) != os.getcwd()
+    if folder is not None:
+        os.chdir(folder)
+    here = os.getcwd()
+    if (moved or getattr(sys.flags, "safe_path", False)) and here not in sys.path:   # (started elsewhere, or -P)
+        sys.path.insert(0, here)   # the notebook imports from its folder, as in Jupyter
 
 
 def serve_judge(path, token, shell):

@@ -56,8 +56,9 @@ SOCKET_PATH_MAX = 100    # a unix socket's path has at most 107 bytes (Linux): t
 
 @contextlib.contextmanager
 def _io_folder(tmp):
-    """The notebook's io folder (the kernel's and the judge's unix sockets): in its temporary folder, or, where
-    that folder's path is too long for a socket (a long TMPDIR), in a short folder of its own under /tmp."""
+    """The notebook's io folder (its connection file and the judge's unix socket; beside it, `zmq`: the worker's
+    links to the kernel's sockets): in its temporary folder, or, where that folder's path is too long for a
+    socket (a long TMPDIR), in a short folder of its own under /tmp (closed to others, like the first)."""
     io = tmp / "io"
     if len(str(io / "judge.sock")) <= SOCKET_PATH_MAX or not os.access("/tmp", os.W_OK):
         io.mkdir()
@@ -65,7 +66,8 @@ def _io_folder(tmp):
         return
     short = Path(tempfile.mkdtemp(prefix="cg-", dir="/tmp"))
     try:
-        yield short
+        (short / "io").mkdir()
+        yield short / "io"
     finally:
         shutil.rmtree(short, ignore_errors=True)
 
@@ -142,7 +144,7 @@ def grade_notebook(sub, checks, timeout=600, cell_timeout=300, check_timeout=60,
         spec = {"notebook": str(sub.path), "folder": str(sub.path.parent), "lesson": sub.lesson, "kernel": kernel,
                 "timeout": timeout, "cell_timeout": cell_timeout, "check_timeout": check_timeout,
                 "result": str(tmp / "result.json"), "pid_file": str(tmp / "kernel.pid"),
-                "kernel_log": str(tmp / "kernel.log"), "io_dir": str(io), "submission": str(tmp / "submission"),
+                "io_dir": str(io), "submission": str(tmp / "submission"),
                 "package": package, "sandbox": bool(sandboxed), "names": [c.learner_name for c in checks],
                 "uid": sandbox.new_uid() if sandboxed else None, "limits": list(limits),
                 "data": str(sandbox.data_folder() or "") or None}

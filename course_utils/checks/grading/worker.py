@@ -3,9 +3,13 @@
     python -m course_utils.checks.grading.worker SPEC.json      # started by launch.py, one per notebook
 
 The worker runs no learner code: the learner's code runs only in the kernel. It
-1. starts a Jupyter kernel in the sandbox (`sandbox.py`, `confine.py`), in the learner's folder (a copy of
-   the submission, in the sandbox's memory);
-2. runs the grader's first cell (`kernel_side.boot`, loaded by path from the grader's copy of the package),
+1. starts a Jupyter kernel in the sandbox (`sandbox.py`, `confine.py`), in the sandbox's empty home folder;
+   the kernel makes its sockets in a folder of the sandbox's memory (sandbox.IO), which this process reaches
+   through the sandbox's root and holds by descriptor once they are made (`pin_sockets`), before any of the
+   notebook's code runs; the io folder on the grader's disk (connection file, judge's socket) is read-only
+   in the sandbox;
+2. runs the grader's first cell (`kernel_side.boot`, loaded by path from the grader's copy of the package:
+   it moves the kernel into the learner's folder, a copy of the submission in the sandbox's memory),
    then the notebook's cells, like "Run All" but going on past cells that fail, within the time limits;
    of what the cells print and show it keeps nothing (`QuietClient`: only a failed cell's error name and
    first 1,000 characters), and it refuses any message over MESSAGE_LIMIT before reading it, so a notebook
@@ -35,12 +39,14 @@ ERROR_KEPT = 1000                 # characters kept of a failed cell's error mes
 MESSAGE_LIMIT = 64 << 20          # bytes: a larger message from the kernel is dropped unread (zmq's MAXMSGSIZE)
 WORKER_MEMORY = 2 << 30           # bytes: a worker holding more (a message of many frames, each under the limit,
                                   # is received whole by zmq) stops its kernel and grades the notebook `error`
+KERNEL_OUTPUT_KEPT = 64 << 10     # bytes kept (in memory) of the kernel's own output: its last words, when it fails
 
 
-def boot_cell(store, names, kernel_side=HERE / "kernel_side.py"):
-    """The grader's first cell: load `kernel_side` by path as the module `store`, and boot it."""
+def boot_cell(store, names, kernel_side=HERE / "kernel_side.py", folder=None):
+    """The grader's first cell: load `kernel_side` by path as the module `store`, and boot it (in `folder`)."""
     return (f"import importlib.util as _u; _s = _u.spec_from_file_location({store!r}, {str(kernel_side)!r}); "
-            f"_m = _u.module_from_spec(_s); _s.loader.exec_module(_m); _m.boot(_m, {list(names)!r}, get_ipython()); "
+            f"_m = _u.module_from_spec(_s); _s.loader.exec_module(_m); "
+            f"_m.boot(_m, {list(names)!r}, get_ipython(), {None if folder is None else str(folder)!r}); "
             "del _u, _s, _m")
 
 
@@ -83,9 +89,15 @@ def _cell_name(nb, index):
 
 
 def _kernel_manager(spec, box):
+    import asyncio
+
     from jupyter_client.manager import AsyncKernelManager
 
     class SandboxedKernelManager(AsyncKernelManager):
+        """In the sandbox, the kernel makes its sockets in a folder of its own memory (sandbox.IO), which its
+        connection file names; once it has made them (before any of the notebook's code runs), this process
+        holds each of them by descriptor (`pin_sockets`) and connects only through those."""
+
         def format_kernel_cmd(self, extra_arguments=None):
             argv = super().format_kernel_cmd(extra_arguments)
             if box is None:
@@ -93,10 +105,51 @@ def _kernel_manager(spec, box):
             here = Path(spec["package"]) / "course_utils" / "checks" / "grading"   # (bound in the sandbox)
             confine = [argv[0], "-I", "-S", str(here / "confine.py"), "--processes", str(box.limits.processes),
                        "--memory", str(box.limits.memory), "--file-size", str(box.limits.scratch),
-                       "--copy", sandbox.SUBMISSION, str(box.folder)]
+                       "--copy", sandbox.SUBMISSION, str(box.folder), "--start-in", sandbox.HOME]
             confine += ["--uid", str(box.uid)] if box.uid is not None else []
-            return sandbox.NO_SIGINT + sandbox.wrap(sandbox.kernel_argv(argv), box, confine + ["--"],
-                                                    data=spec.get("data"))
+            return sandbox.start(box) + sandbox.wrap(sandbox.kernel_argv(argv), box, confine + ["--"],
+                                                     data=spec.get("data"))
+
+        async def _async_post_start_kernel(self, **kw):
+            if box is not None:
+                await self.pin_sockets()
+            await super()._async_post_start_kernel(**kw)
+
+        async def pin_sockets(self):
+            """Wait (STARTUP at most) for the kernel's five sockets in the sandbox's folder IO, reached through
+            the sandbox's root; hold each by an O_PATH descriptor, and from now on connect through links to
+            them (/proc/self/fd/N) in a folder of this process's own, outside the sandbox."""
+            until, io, pinned = time.monotonic() + STARTUP, None, {}
+            ports = [self.shell_port, self.iopub_port, self.stdin_port, self.control_port, self.hb_port]
+            try:
+                while True:
+                    if io is None and (info := sandbox.read_info(box.info_file)) is not None:
+                        io = sandbox.open_io(info)
+                    for port in ports:
+                        if io is not None and port not in pinned:
+                            fd = sandbox.pin_socket(io, f"k-{port}")
+                            if fd is not None:
+                                pinned[port] = fd
+                    if len(pinned) == len(ports):
+                        break
+                    if await self.provisioner.poll() is not None:
+                        raise RuntimeError("the kernel ended before it made its sockets")
+                    if time.monotonic() > until:
+                        raise RuntimeError(f"the kernel made no sockets within {STARTUP} s")
+                    await asyncio.sleep(0.05)
+            except BaseException:
+                for fd in pinned.values():
+                    os.close(fd)
+                raise
+            finally:
+                if io is not None:
+                    os.close(io)
+            links = Path(spec["io_dir"]).with_name("zmq")
+            links.mkdir(exist_ok=True)
+            for port, fd in pinned.items():
+                os.symlink(f"/proc/self/fd/{fd}", links / f"k-{port}")
+            self.pinned = list(pinned.values())   # (kept open while this process lives)
+            self.ip = str(links / "k")
 
         def client(self, **kwargs):   # (its sockets refuse messages over MESSAGE_LIMIT unread)
             import zmq
@@ -108,11 +161,12 @@ def _kernel_manager(spec, box):
 
         def write_connection_file(self, **kwargs):
             super().write_connection_file(**kwargs)
-            if box is not None and box.uid is not None:   # (the kernel, as box.uid, reads it)
-                os.chown(self.connection_file, box.uid, box.uid)
+            if box is not None and box.uid is not None:   # (the kernel, as box.uid, reads it; it stays root's)
+                os.chmod(self.connection_file, 0o644)
 
     io_dir = Path(spec["io_dir"])
-    return SandboxedKernelManager(kernel_name=spec["kernel"], transport="ipc", ip=str(io_dir / "k"),
+    ip = f"{sandbox.IO}/k" if box is not None else str(io_dir / "k")   # (in the sandbox: in its own memory)
+    return SandboxedKernelManager(kernel_name=spec["kernel"], transport="ipc", ip=ip,
                                   connection_file=str(io_dir / "kernel.json"))
 
 
@@ -131,19 +185,44 @@ def _box(spec):
     tmp = Path(spec["result"]).parent
     box = sandbox.Sandbox(folder=Path(spec["folder"]), submission=Path(spec["submission"]),
                           package=Path(spec["package"]), io_dir=Path(spec["io_dir"]), etc_dir=tmp / "etc",
-                          uid=spec.get("uid"), limits=sandbox.Limits(*spec["limits"]))
+                          uid=spec.get("uid"), limits=sandbox.Limits(*spec["limits"]), info_file=tmp / "bwrap.json")
     sandbox.write_accounts(box)
-    if box.uid is not None:   # the kernel creates its sockets here: its folder, until it has started
-        os.chown(box.io_dir, box.uid, box.uid)
+    if box.uid is not None:   # (root's, read-only in the sandbox: its user may only walk in and read)
+        os.chmod(box.io_dir, 0o755)
     return box
 
 
-def _kernel_log(spec):
-    with contextlib.suppress(OSError):
-        with open(spec["kernel_log"], "rb") as f:
-            f.seek(max(0, os.fstat(f.fileno()).st_size - 600))
-            return f.read().decode("utf-8", "replace").strip()
-    return ""
+class KernelOutput:
+    """The kernel's own standard output and error (bubblewrap's and confine.py's words, the kernel's log, and
+    whatever the notebook writes to its descriptors 1 and 2): a pipe this process drains, keeping only the
+    last KERNEL_OUTPUT_KEPT bytes, in memory. Nothing of it reaches the disk, however much the notebook writes."""
+
+    def __init__(self):
+        self.read_fd, self.write_fd = os.pipe()
+        self.kept, self.lock = bytearray(), threading.Lock()
+        self.thread = threading.Thread(target=self._drain, daemon=True)
+        self.thread.start()
+
+    def _drain(self):
+        with contextlib.suppress(OSError):
+            while chunk := os.read(self.read_fd, 1 << 16):
+                with self.lock:
+                    self.kept += chunk
+                    del self.kept[:-KERNEL_OUTPUT_KEPT]
+        os.close(self.read_fd)
+
+    def close_writer(self):
+        """Once the kernel has it (this process writes nothing there)."""
+        if self.write_fd is not None:
+            os.close(self.write_fd)
+            self.write_fd = None
+
+    def text(self):
+        """What was kept, once the kernel has ended (or 2 s later)."""
+        self.close_writer()
+        self.thread.join(2)
+        with self.lock:
+            return bytes(self.kept).decode("utf-8", "replace").strip()
 
 
 def run_notebook(spec):
@@ -174,7 +253,8 @@ def run_notebook(spec):
     store = f"_course_grader_{secrets.token_hex(6)}"
     nb.cells.insert(0, nbformat.v4.new_code_cell(boot_cell(store, spec["names"],
                                                            Path(spec["package"]) / "course_utils" / "checks"
-                                                           / "grading" / "kernel_side.py")))
+                                                           / "grading" / "kernel_side.py",
+                                                           folder=spec["folder"] if spec["sandbox"] else None)))
     box = _box(spec)
     timeout, cell_timeout = float(spec["timeout"]), float(spec["cell_timeout"])
     state = {"deadline": time.monotonic() + STARTUP, "limit": STARTUP, "kill_at": None, "cell": None}
@@ -225,51 +305,47 @@ def run_notebook(spec):
                 os._exit(0)
 
     stop = threading.Event()
-    with open(spec["kernel_log"], "ab") as kernel_log:
-        started = False
-        try:
-            with client.setup_kernel(env=_kernel_env(spec, box), stdout=kernel_log, stderr=kernel_log):
-                started = True
-                pid = getattr(getattr(client.km, "provisioner", None), "pid", None)
-                if pid:
-                    group["pid"] = pid
-                    Path(spec["pid_file"]).write_text(str(pid))
-                    threading.Thread(target=watchdog, args=(stop,), daemon=True).start()
-                try:
-                    _run_cells(client, nb, spec, box, state, result, timeout, cell_timeout)
-                    loader.join()
-                    if "error" in loaded:
-                        raise RuntimeError(f"the checks of lesson {spec['lesson']} could not be imported: "
-                                           f"{loaded['error']}")
-                    _judge_in_kernel(client, nb, spec, loaded["checks"], store, result, state, kill)
-                except DeadKernelError:
-                    if not result["outcomes"]:   # the notebook's doing (a crash, exit(), memory): a grade
-                        where = f"in {_cell_name(nb, state['cell'])}" if state["cell"] is not None else "while grading"
-                        result["died"] = f"the kernel died {where} (a crash, `os._exit()`, or out of memory?)"
-                        result["graded"] = True
-                finally:
-                    stop.set()
-        except Exception as error:   # noqa: BLE001 - the kernel did not start: the sandbox's, or the learner's, doing
-            if started:
-                raise
-            log = _kernel_log(spec)
-            if "confine: the learner's folder could not be copied" in log:
-                result["died"], result["graded"] = log.split("confine: ", 1)[1].splitlines()[0], True
-            else:
-                raise RuntimeError(f"the kernel did not start ({type(error).__name__}: {error}); its last words: "
-                                   f"{log or 'none'}") from None
+    output = KernelOutput()
+    started = False
+    try:
+        with client.setup_kernel(env=_kernel_env(spec, box), stdout=output.write_fd, stderr=output.write_fd):
+            started = True
+            output.close_writer()
+            pid = getattr(getattr(client.km, "provisioner", None), "pid", None)
+            if pid:
+                group["pid"] = pid
+                Path(spec["pid_file"]).write_text(str(pid))
+                threading.Thread(target=watchdog, args=(stop,), daemon=True).start()
+            try:
+                _run_cells(client, nb, spec, state, result, timeout, cell_timeout)
+                loader.join()
+                if "error" in loaded:
+                    raise RuntimeError(f"the checks of lesson {spec['lesson']} could not be imported: "
+                                       f"{loaded['error']}")
+                _judge_in_kernel(client, nb, spec, loaded["checks"], store, result, state, kill)
+            except DeadKernelError:
+                if not result["outcomes"]:   # the notebook's doing (a crash, exit(), memory): a grade
+                    where = f"in {_cell_name(nb, state['cell'])}" if state["cell"] is not None else "while grading"
+                    result["died"] = f"the kernel died {where} (a crash, `os._exit()`, or out of memory?)"
+                    result["graded"] = True
+            finally:
+                stop.set()
+    except Exception as error:   # noqa: BLE001 - the kernel did not start: the sandbox's, or the learner's, doing
+        if started:
+            raise
+        log = output.text()
+        if "confine: the learner's folder could not be copied" in log:
+            result["died"], result["graded"] = log.split("confine: ", 1)[1].splitlines()[0], True
+        else:
+            raise RuntimeError(f"the kernel did not start ({type(error).__name__}: {error}); its last words: "
+                               f"{log[-600:].strip() or 'none'}") from None
     finish()
 
 
-def _run_cells(client, nb, spec, box, state, result, timeout, cell_timeout):
+def _run_cells(client, nb, spec, state, result, timeout, cell_timeout):
     client.execute_cell(nb.cells[0], 0, store_history=False)
     if _error_of(nb.cells[0]):
         raise RuntimeError("the grader's first cell failed in the kernel: %s: %s" % _error_of(nb.cells[0]))
-    if box is not None and box.uid is not None:   # the kernel has made its sockets: it may not add files now
-        os.chown(box.io_dir, 0, 0)
-        os.chmod(box.io_dir, 0o755)
-        with contextlib.suppress(OSError):        # (it has read its connection file: it may not write into it)
-            os.chown(Path(box.io_dir) / "kernel.json", 0, 0)
     state["deadline"], state["limit"] = time.monotonic() + timeout, cell_timeout
     state["kill_at"] = state["deadline"] + GRACE
     for index in range(1, len(nb.cells)):
