@@ -279,7 +279,8 @@ def test_a_check_quoting_a_lone_surrogate_ends_and_shows_it_in_jupyter(tmp_path)
     with the check's message, the surrogate written `\\ud800`. (Jupyter's messages cannot carry a lone surrogate:
     the kernel used to lose the cell's reply, and the cell never ended.)"""
     import nbformat
-    from nbclient import NotebookClient
+
+    from course_utils.notebook_client import SteadyNotebookClient as NotebookClient
 
     cells = ["def weighted_sum(weights, vectors):\n    raise ValueError('\\ud800')\n",
              "from course_utils.checks import lesson00 as check\ncheck.weighted_sum(weighted_sum)\n",

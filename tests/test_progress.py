@@ -284,7 +284,7 @@ def test_the_html_table_names_each_exercise_explains_the_marks_and_how_to_refres
 
 
 def test_in_a_jupyter_kernel_checks_record_and_the_progress_cell_shows_html(tmp_path):
-    from nbclient import NotebookClient
+    from course_utils.notebook_client import SteadyNotebookClient as NotebookClient
 
     path = tmp_path / "progress.json"
     nb = nbformat.v4.new_notebook(cells=[

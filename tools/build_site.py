@@ -39,7 +39,7 @@ EXECUTION = 3  # bump when the way notebooks are run changes: every cached noteb
 # The docs pages in the order of the site's navigation; any other docs/*.md page follows them.
 DOCS_ORDER = ["setup", "results", "translation", "scaling-out", "data", "instructors", "development", "website"]
 
-sys.path[:0] = [str(TOOLS), str(WEBSITE)]
+sys.path[:0] = [str(TOOLS), str(WEBSITE), str(ROOT)]   # (ROOT: the checkout's course_utils)
 import build_notebooks  # noqa: E402  (tools/build_notebooks.py: the repository's address, the stubs)
 
 
@@ -77,8 +77,9 @@ def _execute(source, workdir, env, log):
     import logging
 
     import nbformat
-    from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
+
+    from course_utils.notebook_client import SteadyNotebookClient as NotebookClient
 
     os.environ.clear()
     os.environ.update(env)

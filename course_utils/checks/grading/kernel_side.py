@@ -21,6 +21,7 @@ the notebook's first cell, into a module of a random name (a module the notebook
   switch it off (docs/instructors.md, "Copying").
 """
 import builtins
+import contextlib
 import json
 import os
 import socket
@@ -69,12 +70,10 @@ def boot(module, names, shell, folder=None):
     the notebook defines under the exercises' `names`, and go into the learner's `folder` (None: stay)."""
     module.defined = remember(names, shell)
     sys.modules[module.__name__] = module
-    moved = folder is not None and os.path.abspath(folder) != os.getcwd()
     if folder is not None:
         os.chdir(folder)
-    here = os.getcwd()
-    if (moved or getattr(sys.flags, "safe_path", False)) and here not in sys.path:   # (started elsewhere, or -P)
-        sys.path.insert(0, here)   # the notebook imports from its folder, as in Jupyter
+    if os.getcwd() not in sys.path:   # (started elsewhere, or with -P) it imports from its folder, as in Jupyter
+        sys.path.insert(0, os.getcwd())
 
 
 def serve_judge(path, token, shell):
@@ -303,7 +302,7 @@ class Server:
             torch.set_rng_state(wire.from_plain(state, self.table.resolve))
         grad = bool(request.get("grad", False))
         self.table.grads = grad
-        context = torch.set_grad_enabled(grad) if torch is not None else _Nothing()
+        context = torch.set_grad_enabled(grad) if torch is not None else contextlib.nullcontext()
         measured = measure().measured if op == "measure" else None   # (loaded before the learner's code runs)
         self.watch.start()
         try:
@@ -393,11 +392,3 @@ class Server:
             sys.settrace(None)
             threading.settrace(None)
             connection.close()
-
-
-class _Nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False

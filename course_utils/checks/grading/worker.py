@@ -3,16 +3,16 @@
     python -m course_utils.checks.grading.worker SPEC.json      # started by launch.py, one per notebook
 
 The worker runs no learner code: the learner's code runs only in the kernel. It
-1. starts a Jupyter kernel in the sandbox (`sandbox.py`, `confine.py`), in the sandbox's empty home folder;
-   the kernel makes its sockets in a folder of the sandbox's memory (sandbox.IO), which this process reaches
-   through the sandbox's root and holds by descriptor once they are made (`pin_sockets`), before any of the
-   notebook's code runs; the io folder on the grader's disk (connection file, judge's socket) is read-only
-   in the sandbox;
+1. starts a Jupyter kernel in the sandbox (`kernel.py`, `sandbox.py`, `confine.py`), in the sandbox's empty
+   home folder; the kernel makes its sockets in a folder of the sandbox's memory (sandbox.IO), which this
+   process reaches through the sandbox's root and holds by descriptor once they are made (`pin_sockets`),
+   before any of the notebook's code runs; the io folder on the grader's disk (connection file, judge's
+   socket) is read-only in the sandbox;
 2. runs the grader's first cell (`kernel_side.boot`, loaded by path from the grader's copy of the package:
    it moves the kernel into the learner's folder, a copy of the submission in the sandbox's memory),
    then the notebook's cells, like "Run All" but going on past cells that fail, within the time limits;
-   of what the cells print and show it keeps nothing (`QuietClient`: only a failed cell's error name and
-   first 1,000 characters), and it refuses any message over MESSAGE_LIMIT before reading it, so a notebook
+   of what the cells print and show it keeps nothing (`kernel.quiet_client`: only a failed cell's error name and
+   first 1,000 characters), and it refuses any message over `kernel.MESSAGE_LIMIT` before reading it, so a notebook
    that prints gigabytes cannot make this process grow (zmq's limit is per part of a message: one of many
    parts is received whole, so a worker that holds more than WORKER_MEMORY stops the kernel: `error`);
 3. opens the judge's socket, runs the grading cell (`kernel_side.serve_judge`: the kernel connects and
@@ -30,16 +30,13 @@ import time
 from pathlib import Path
 
 from . import judge as judging
-from . import sandbox
 from .channel import GRACE, STARTUP, Channel
+from .kernel import KernelOutput, box_of, kernel_env, kernel_manager, quiet_client
 
 HERE = Path(__file__).resolve().parent
 PROGRESS_TAG = "course-progress"  # the progress table at the end of every lesson: not run when grading
-ERROR_KEPT = 1000                 # characters kept of a failed cell's error message
-MESSAGE_LIMIT = 64 << 20          # bytes: a larger message from the kernel is dropped unread (zmq's MAXMSGSIZE)
 WORKER_MEMORY = 2 << 30           # bytes: a worker holding more (a message of many frames, each under the limit,
                                   # is received whole by zmq) stops its kernel and grades the notebook `error`
-KERNEL_OUTPUT_KEPT = 64 << 10     # bytes kept (in memory) of the kernel's own output: its last words, when it fails
 
 
 def boot_cell(store, names, kernel_side=HERE / "kernel_side.py", folder=None):
@@ -55,26 +52,6 @@ def serve_cell(store, path, token):
     return f"__import__('sys').modules[{store!r}].serve_judge({path!r}, {token!r}, get_ipython())"
 
 
-def quiet_client(nb, **kwargs):
-    """An nbclient NotebookClient that keeps no output but a failed cell's error (name and a short message)."""
-    from nbclient import NotebookClient
-
-    class QuietClient(NotebookClient):
-        def output(self, outs, msg, display_id, cell_index):
-            if msg["msg_type"] != "error":
-                return None
-            content = msg["content"]
-            kept = {"output_type": "error", "ename": str(content.get("ename", ""))[:200],
-                    "evalue": str(content.get("evalue", ""))[:ERROR_KEPT], "traceback": []}
-            outs[:] = [kept]
-            return kept
-
-        def handle_comm_msg(self, outs, msg, cell_index):   # widgets: nothing to keep
-            return None
-
-    return QuietClient(nb, **kwargs)
-
-
 def _error_of(cell):
     for output in cell.get("outputs", []):
         if output.get("output_type") == "error":
@@ -86,143 +63,6 @@ def _cell_name(nb, index):
     """How the report names a cell of the learner's notebook (`index` counts the grader's first cell)."""
     first = next((line.strip() for line in nb.cells[index].source.splitlines() if line.strip()), "")
     return f"cell {index} ({first[:50]!r})"
-
-
-def _kernel_manager(spec, box):
-    import asyncio
-
-    from jupyter_client.manager import AsyncKernelManager
-
-    class SandboxedKernelManager(AsyncKernelManager):
-        """In the sandbox, the kernel makes its sockets in a folder of its own memory (sandbox.IO), which its
-        connection file names; once it has made them (before any of the notebook's code runs), this process
-        holds each of them by descriptor (`pin_sockets`) and connects only through those."""
-
-        def format_kernel_cmd(self, extra_arguments=None):
-            argv = super().format_kernel_cmd(extra_arguments)
-            if box is None:
-                return argv
-            here = Path(spec["package"]) / "course_utils" / "checks" / "grading"   # (bound in the sandbox)
-            confine = [argv[0], "-I", "-S", str(here / "confine.py"), "--processes", str(box.limits.processes),
-                       "--memory", str(box.limits.memory), "--file-size", str(box.limits.scratch),
-                       "--copy", sandbox.SUBMISSION, str(box.folder), "--start-in", sandbox.HOME]
-            confine += ["--uid", str(box.uid)] if box.uid is not None else []
-            return sandbox.start(box) + sandbox.wrap(sandbox.kernel_argv(argv), box, confine + ["--"],
-                                                     data=spec.get("data"))
-
-        async def _async_post_start_kernel(self, **kw):
-            if box is not None:
-                await self.pin_sockets()
-            await super()._async_post_start_kernel(**kw)
-
-        async def pin_sockets(self):
-            """Wait (STARTUP at most) for the kernel's five sockets in the sandbox's folder IO, reached through
-            the sandbox's root; hold each by an O_PATH descriptor, and from now on connect through links to
-            them (/proc/self/fd/N) in a folder of this process's own, outside the sandbox."""
-            until, io, pinned = time.monotonic() + STARTUP, None, {}
-            ports = [self.shell_port, self.iopub_port, self.stdin_port, self.control_port, self.hb_port]
-            try:
-                while True:
-                    if io is None and (info := sandbox.read_info(box.info_file)) is not None:
-                        io = sandbox.open_io(info)
-                    for port in ports:
-                        if io is not None and port not in pinned:
-                            fd = sandbox.pin_socket(io, f"k-{port}")
-                            if fd is not None:
-                                pinned[port] = fd
-                    if len(pinned) == len(ports):
-                        break
-                    if await self.provisioner.poll() is not None:
-                        raise RuntimeError("the kernel ended before it made its sockets")
-                    if time.monotonic() > until:
-                        raise RuntimeError(f"the kernel made no sockets within {STARTUP} s")
-                    await asyncio.sleep(0.05)
-            except BaseException:
-                for fd in pinned.values():
-                    os.close(fd)
-                raise
-            finally:
-                if io is not None:
-                    os.close(io)
-            links = Path(spec["io_dir"]).with_name("zmq")
-            links.mkdir(exist_ok=True)
-            for port, fd in pinned.items():
-                os.symlink(f"/proc/self/fd/{fd}", links / f"k-{port}")
-            self.pinned = list(pinned.values())   # (kept open while this process lives)
-            self.ip = str(links / "k")
-
-        def client(self, **kwargs):   # (its sockets refuse messages over MESSAGE_LIMIT unread)
-            import zmq
-            import zmq.asyncio
-
-            context = zmq.asyncio.Context()
-            context.setsockopt(zmq.MAXMSGSIZE, MESSAGE_LIMIT)
-            return super().client(context=context, **kwargs)
-
-        def write_connection_file(self, **kwargs):
-            super().write_connection_file(**kwargs)
-            if box is not None and box.uid is not None:   # (the kernel, as box.uid, reads it; it stays root's)
-                os.chmod(self.connection_file, 0o644)
-
-    io_dir = Path(spec["io_dir"])
-    ip = f"{sandbox.IO}/k" if box is not None else str(io_dir / "k")   # (in the sandbox: in its own memory)
-    return SandboxedKernelManager(kernel_name=spec["kernel"], transport="ipc", ip=ip,
-                                  connection_file=str(io_dir / "kernel.json"))
-
-
-def _kernel_env(spec, box):
-    if box is not None:   # (the sandbox sets the kernel's whole environment; this is bwrap's own)
-        return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
-    env = {k: v for k, v in os.environ.items() if k not in ("JPY_SESSION_NAME", "JPY_PARENT_PID")}
-    env.update(COURSE_FAST="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", COURSE_PROGRESS="off", MPLBACKEND="Agg",
-               PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=spec["package"])
-    return env
-
-
-def _box(spec):
-    if not spec["sandbox"]:
-        return None
-    tmp = Path(spec["result"]).parent
-    box = sandbox.Sandbox(folder=Path(spec["folder"]), submission=Path(spec["submission"]),
-                          package=Path(spec["package"]), io_dir=Path(spec["io_dir"]), etc_dir=tmp / "etc",
-                          uid=spec.get("uid"), limits=sandbox.Limits(*spec["limits"]), info_file=tmp / "bwrap.json")
-    sandbox.write_accounts(box)
-    if box.uid is not None:   # (root's, read-only in the sandbox: its user may only walk in and read)
-        os.chmod(box.io_dir, 0o755)
-    return box
-
-
-class KernelOutput:
-    """The kernel's own standard output and error (bubblewrap's and confine.py's words, the kernel's log, and
-    whatever the notebook writes to its descriptors 1 and 2): a pipe this process drains, keeping only the
-    last KERNEL_OUTPUT_KEPT bytes, in memory. Nothing of it reaches the disk, however much the notebook writes."""
-
-    def __init__(self):
-        self.read_fd, self.write_fd = os.pipe()
-        self.kept, self.lock = bytearray(), threading.Lock()
-        self.thread = threading.Thread(target=self._drain, daemon=True)
-        self.thread.start()
-
-    def _drain(self):
-        with contextlib.suppress(OSError):
-            while chunk := os.read(self.read_fd, 1 << 16):
-                with self.lock:
-                    self.kept += chunk
-                    del self.kept[:-KERNEL_OUTPUT_KEPT]
-        os.close(self.read_fd)
-
-    def close_writer(self):
-        """Once the kernel has it (this process writes nothing there)."""
-        if self.write_fd is not None:
-            os.close(self.write_fd)
-            self.write_fd = None
-
-    def text(self):
-        """What was kept, once the kernel has ended (or 2 s later)."""
-        self.close_writer()
-        self.thread.join(2)
-        with self.lock:
-            return bytes(self.kept).decode("utf-8", "replace").strip()
 
 
 def run_notebook(spec):
@@ -255,7 +95,7 @@ def run_notebook(spec):
                                                            Path(spec["package"]) / "course_utils" / "checks"
                                                            / "grading" / "kernel_side.py",
                                                            folder=spec["folder"] if spec["sandbox"] else None)))
-    box = _box(spec)
+    box = box_of(spec)
     timeout, cell_timeout = float(spec["timeout"]), float(spec["cell_timeout"])
     state = {"deadline": time.monotonic() + STARTUP, "limit": STARTUP, "kill_at": None, "cell": None}
     lock = threading.Lock()
@@ -274,7 +114,7 @@ def run_notebook(spec):
             result["peak_mib"] = _peak_mib()
             write_result(spec["result"], result)
 
-    km = _kernel_manager(spec, box)
+    km = kernel_manager(spec, box)
     client = quiet_client(nb, km=km, kernel_name=spec["kernel"], allow_errors=True, interrupt_on_timeout=True,
                           startup_timeout=STARTUP, record_timing=False, shutdown_kernel="immediate",
                           resources={"metadata": {"path": str(spec["folder"])}})
@@ -308,7 +148,7 @@ def run_notebook(spec):
     output = KernelOutput()
     started = False
     try:
-        with client.setup_kernel(env=_kernel_env(spec, box), stdout=output.write_fd, stderr=output.write_fd):
+        with client.setup_kernel(env=kernel_env(spec, box), stdout=output.write_fd, stderr=output.write_fd):
             started = True
             output.close_writer()
             pid = getattr(getattr(client.km, "provisioner", None), "pid", None)
