@@ -230,6 +230,16 @@ def test_unavailable_offline_says_why_and_how_quickly(no_data_dir, tmp_path, mon
         multi30k.why_unavailable() and timeouts == [multi30k.QUICK_TIMEOUT]
 
 
+def test_a_lesson_says_it_on_one_line(monkeypatch):
+    """What lessons 10, 12 and 14 print once without the data: what they do instead, then why and how."""
+    monkeypatch.setattr(multi30k, "why_unavailable", lambda: "x is missing 6 of the six files\n(a, b); docs/data.md.")
+    assert multi30k.unavailable_notice("this notebook trains nothing") == ("Multi30k is not available, so this "
+                                                                          "notebook trains nothing. x is missing 6 of "
+                                                                          "the six files (a, b); docs/data.md.")
+    monkeypatch.setattr(multi30k, "why_unavailable", lambda: None)
+    assert multi30k.unavailable_notice("this notebook trains nothing") is None
+
+
 # ---- the rule: run when the data is there; else skip with one reason, or fail when CI is set ------------
 def test_verdict():
     assert multi30k_rule.verdict(None, ci=False) == ("run", None)

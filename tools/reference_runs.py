@@ -226,6 +226,8 @@ def _lesson14(ns):
     Refused unless the GPT is lesson 12's trained run. The translator is recorded only when it is lesson 10's
     trained cpu run; otherwise `translator` is null and `translator_not_measured` says why."""
     measured = ns["measurements"]
+    if measured["gpt"] is None:                                # the notebook said why: Multi30k is not available
+        raise SystemExit(f"error: lesson 14's reference file needs Multi30k: {ns['missing']}")
     if not measured["gpt"]["source"].startswith("the trained"):
         raise SystemExit("error: lesson 14's reference file needs lesson 12's trained GPT in the runs folder "
                          "(runs/language_model-full: python -m course_utils.language_model --preset full); the "

@@ -3,6 +3,7 @@
     pairs = load_multi30k("train")        # [(german, english), ...], 29,000 pairs
     load_multi30k("val"), load_multi30k("test_2016_flickr")   # 1,014 and 1,000 pairs
     why_unavailable()                     # None when the six files are there (or now downloaded), else why not
+    unavailable_notice("this notebook trains nothing ...")   # None, or the ONE line a lesson prints without them
 
 Where the files come from:
   * COURSE_DATA_DIR set  -> read from $COURSE_DATA_DIR/multi30k/, your own copy: never written to;
@@ -205,6 +206,14 @@ def why_unavailable(timeout=QUICK_TIMEOUT):
     except Multi30kError as error:
         return str(error)
     return None
+
+
+def unavailable_notice(instead):
+    """None when the six files are there (or now downloaded: why_unavailable); else the one line a lesson prints,
+    once, where it would load them: "Multi30k is not available, so <instead>. <why_unavailable's sentence: what is
+    missing or failed, and how to provide the files (COURSE_DATA_DIR, docs/data.md)>". Lessons 10, 12 and 14."""
+    why = why_unavailable()
+    return None if why is None else " ".join(f"Multi30k is not available, so {instead}. {why}".splitlines())
 
 
 def read_lines(path):
