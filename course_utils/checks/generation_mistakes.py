@@ -189,8 +189,8 @@ def step_variant(q, k, v, cache_k, cache_v, kind):
     k_rot = k if kind == "q_only" else apply_rope(k, position)
     keys = torch.cat([cache_k, k_rot], 2)
     values = torch.cat([cache_v, apply_rope(v, position) if kind == "rope_v" else v], 2)
-    if kind == "rotate_again":               # the whole cache rotated at 0..t, the cached keys a second time
-        keys = apply_rope(keys, torch.arange(t + 1))
+    if kind in ("rotate_again", "rotate_all"):  # the whole cache rotated at 0..t, the cached keys a second time
+        keys = apply_rope(keys if kind == "rotate_again" else torch.cat([cache_k, k], 2), torch.arange(t + 1))
     used_k, used_v = keys, values
     if kind == "cache_only" and t > 0:
         used_k, used_v = cache_k, cache_v
@@ -222,6 +222,9 @@ STEP_MISTAKES = {
     "k_only": "only k is rotated: rotate the query too, at the same position t",
     "rotate_again": "the cached keys are rotated again: they were rotated at their own positions when they were "
                     "added, so rotate only the NEW key (at t), then append it",
+    "rotate_all": "the cached keys are rotated again: the new key was appended as it is and the whole cache "
+                  "rotated at positions 0..t, but the cached keys were already rotated when they were added; rotate "
+                  "only the NEW key (at t), append it, and leave the cache as it is",
     "mask_row0": "the causal mask is still applied: its first row lets the query see key 0 only, but the newest "
                  "query is the LAST position, which may see every cached key; a step needs no mask",
     "rope_v": "the value is rotated too: RoPE rotates only q and k (the positions enter through the scores); "

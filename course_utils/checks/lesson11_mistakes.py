@@ -12,7 +12,7 @@ import torch
 
 from ..masks import causal_mask, masked_softmax
 from ..vision import conv1x1
-from .core import ExerciseError
+from .core import ExerciseError, randn
 
 RAISED = "your function raised "
 VIEW = (r"view size is not compatible",
@@ -97,6 +97,12 @@ def divided_by_max(scores, mask=None):
     return torch.exp(scores - scores.amax(-1, keepdim=True))
 
 
+def _column_major(weights, H, W):
+    """Weights (B, N, N) with the pixels numbered column by column (j = c·H + r) instead of row by row."""
+    order = torch.arange(H * W).reshape(H, W).T.flatten()                    # row-major index of each j
+    return weights[:, order][:, :, order]
+
+
 def attention_2d_weight_mistakes(x, W_f, W_g, W_h):
     """{symptom: weights (B, N, N)} of the typical mistakes of `self_attention_2d` (the first can be told apart
     only on the weights of a query pixel that attends to itself most: put it first)."""
@@ -127,6 +133,9 @@ def attention_2d_weight_mistakes(x, W_f, W_g, W_h):
         "the weights are the scores themselves: apply the softmax over the keys (the last axis).": scores,
         "the scores are not divided by √d_key: scale q·k by 1/math.sqrt(d_key) before the softmax.":
             torch.softmax(raw, dim=-1),
+        "the pixels are numbered column by column (pixel (r, c) as j = c·H + r, as after swapping H and W before "
+        "flattening): number them row by row, j = r·W + c, which x.flatten(2) gives on the (B, C̄, H, W) map as it "
+        "is.": _column_major(torch.softmax(scores, dim=-1), H, W),
         f"the pixels' vectors are scrambled: conv1x1's output (B, C̄, H, W) was reshaped straight to (B, N, C̄), "
         f"which cuts each channel's {N} values into rows instead of gathering the channels of one pixel. Flatten "
         "the pixels first, (B, C̄, N), then transpose to (B, N, C̄).": torch.softmax(scrambled, dim=-1),
@@ -188,7 +197,8 @@ def patches_in_order(images, P, patch_order="rows", pixel_order="rows", channels
     x = images.reshape(B, C, H // P, P, W // P, P)                     # (B, ch, r, i, c, j)
     grid = (2, 4) if patch_order == "rows" else (4, 2)                 # (r, c) or (c, r)
     pixel = (3, 5) if pixel_order == "rows" else (5, 3)                # (i, j) or (j, i)
-    order = (0, *grid, *pixel, 1) if channels == "last" else (0, *grid, 1, *pixel)
+    order = {"last": (0, *grid, *pixel, 1), "first": (0, *grid, 1, *pixel),
+             "middle": (0, *grid, pixel[0], 1, pixel[1])}[channels]        # middle: between a pixel's two axes
     return x.permute(*order).reshape(B, (H // P) * (W // P), P * P * C)
 
 
@@ -222,11 +232,36 @@ def patch_mistakes(images, P):
         "goes last, after the pixel axes, before flattening.":
             images.reshape(B, C, H // P, P, W // P, P).permute(0, 1, 2, 4, 3, 5).reshape(B, N, D),
     }
+    for pixel_order, axes in (("rows", "(i, C, j) order (row, channel, column)"),
+                              ("columns", "(j, C, i) order (column, channel, row)")):
+        mistakes[f"each patch is flattened in {axes}, the channel axis between a pixel's row and column: "
+                 "flatten it as (P, P, C), row i, column j, then the C channels of that pixel side by side (feature "
+                 "(i·P + j)·C + ch): move the channel axis last before flattening."] = patches_in_order(
+            images, P, pixel_order=pixel_order, channels="middle")
     if H != W:
         mistakes["H and W are swapped: images are (B, C, H, W), rows first; split H (the rows) into (H/P, P) and "
                  "W (the columns) into (W/P, P)."] = (
             images.reshape(B, C, W // P, P, H // P, P).permute(0, 2, 4, 3, 5, 1).reshape(B, N, D))
     return mistakes
+
+
+def square_only(ev, answer, reference, B, C, H, W, P):
+    """A symptom when `answer`, wrong (or failing) on images of H x W pixels with H ≠ W, is right on square images
+    of either side (a size of one side used for the other), else None."""
+    if H == W:
+        return None
+    for side in (H, W):
+        images = randn(ev.rng(147), B, C, side, side)
+        try:
+            out = ev.call(answer, images, P)
+        except ExerciseError:
+            return None
+        if not (hasattr(out, "shape") and tuple(out.shape) == tuple(reference(images, P).shape)
+                and torch.equal(torch.as_tensor(out), reference(images, P))):
+            return None
+    return (f"your patchify is right on square images but not on images of H = {H} rows and W = {W} columns: a "
+            "size of one side is used for the other (e.g. H // P where the patch-columns are W // P); split the rows "
+            "as (H/P, P) and the columns as (W/P, P), each with its own size.")
 
 
 def patch_shape_symptom(out, B, N, D, H, W, P):

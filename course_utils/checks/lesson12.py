@@ -60,9 +60,11 @@ from .lesson12_setup import (
     build,
     call_naming,
     first_moved,
+    gqa_heads,
     leak_message,
     masks_more,
     randomise,
+    rope_frequencies,
     seeded,
     tied,
     unnormalised,
@@ -291,6 +293,7 @@ def cached_attention_step(ev: Evaluation, answer):
             "key rotated at its position t (the cached keys are used as they are at every later step)":
                 variants["q_only"][1],
             STEP_MISTAKES["pos+1"]: variants["pos+1"][1], STEP_MISTAKES["rotate_again"]: variants["rotate_again"][1],
+            STEP_MISTAKES["rotate_all"]: variants["rotate_all"][1],
             "the new key is put in front of the cache: append it at the END (torch.cat([cache_k, k], dim=2)), so "
             "that position i stays at index i": torch.cat([ref[1][:, :, -1:], args[3]], 2)}
         ev.expect_close(new_k, ref[1], f"the returned cache_k at step t={t}", mistakes=distinct(key_mistakes, ref[1]))
@@ -335,8 +338,9 @@ def apply_rope(ev: Evaluation, answer):
             expect(np.allclose(norms, np.linalg.norm(to_numpy(x).astype(np.float64), axis=-1), atol=1e-4),
                    "the rotation changed the vectors' norms: each pair (x_i, x_{i+d/2}) is rotated, (a cos - b sin, "
                    "a sin + b cos): a rotation keeps lengths.")
-        ev.expect_close(got, expected, f"the rotated x (shape {shape}, base {base})", mistakes=mistakes,
-                        atol=1e-4, rtol=1e-4)
+        with explained(functools.partial(rope_frequencies, ev, rope_errors(T, shape[-1]), answer, shape[-1], base)):
+            ev.expect_close(got, expected, f"the rotated x (shape {shape}, base {base})", mistakes=mistakes,
+                            atol=1e-4, rtol=1e-4)
         tests += 1
     # relative positions: q_m . k_n depends on m - n only
     g = ev.rng(7)
@@ -376,7 +380,8 @@ def grouped_query_attention(ev: Evaluation, answer):
         name = "multi-head" if h_kv == h else ("multi-query" if h_kv == 1 else "grouped-query")
         with_mask = "" if lengths is None else f", a padding mask of shape {tuple(mask.shape)}"
         probes = [functools.partial(masks_more, ev, GQA_ERRORS, answer, q, k, v, mask)] if lengths is not None else []
-        probes.append(functools.partial(unnormalised, ev, GQA_ERRORS, answer, (q, k, v, mask), (2,), "the output"))
+        probes += [functools.partial(gqa_heads, got, q, k, v, mask),
+                   functools.partial(unnormalised, ev, GQA_ERRORS, answer, (q, k, v, mask), (2,), "the output")]
         with explained(*probes):
             ev.expect_close(got, expected, f"the output of {name} attention (h={h}, h_kv={h_kv}{with_mask})",
                             mistakes=mistakes)

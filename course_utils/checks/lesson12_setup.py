@@ -3,7 +3,8 @@ learner's module built with the reference's weights (`build`, after `randomise` 
 position table values of their own), the same dropout masks for both (`seeded`), a perturbation's first
 moved position (`first_moved`, `leak_message`) and the tie of the output layer (`tied`); and the probes that
 say where an unnamed slip is: the half of a block (`wrong_half`), the ends of the GPT or its blocks
-(`wrong_part`), weights that do not sum to 1 (`unnormalised`)."""
+(`wrong_part`), weights that do not sum to 1 (`unnormalised`), RoPE's frequencies read off unit vectors
+(`rope_frequencies`), the key/value head each query head uses (`gqa_heads`)."""
 import copy
 import re
 
@@ -11,6 +12,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from ..attention import scaled_dot_product_attention
 from .core import ExerciseError, expect, randn, to_numpy
 from .evaluation import Evaluation
 
@@ -169,3 +171,47 @@ def masks_more(ev, errors, answer, q, k, v, mask):
                 "function masks more than `mask` says (a causal mask of its own?); use the mask it is given, True = "
                 "may attend")
     return None
+
+
+def rope_frequencies(ev, errors, answer, d, base):
+    """A message when `answer` turns each pair (x_i, x_{i+d/2}) in its own plane, but by another angle per position
+    than θ_i = base^(-2i/d) (read off unit vectors e_i at position 1), else None."""
+    half = d // 2
+    out = call_naming(ev, errors, answer, torch.eye(d)[:half], torch.ones(half, dtype=torch.long), base)
+    if not hasattr(out, "shape") or tuple(out.shape) != (half, d):
+        return None
+    out, i = torch.as_tensor(to_numpy(out)).double(), torch.arange(half)
+    cos, sin = out[i, i], out[i, i + half]
+    rest = out.clone()
+    rest[i, i], rest[i, i + half] = 0.0, 0.0
+    if rest.abs().max() > 1e-4 or not torch.allclose(cos ** 2 + sin ** 2, torch.ones(half).double(), atol=1e-4):
+        return None                                            # not a rotation of each pair: another slip
+    got, want = torch.atan2(sin, cos), base ** (-2 * i.double() / d)
+    if torch.allclose(got, want, atol=1e-4):
+        return None
+
+    def shown(t):
+        return ", ".join(f"{v:.4g}" for v in t[:4].tolist()) + (", ..." if half > 4 else "")
+    return (f"the frequencies are off: from one position to the next, pair i turns by θ_i = base^(-2i/d) (d = {d}, "
+            f"base = {base:g}: θ = {shown(want)}), yours by {shown(got)}; compute θ_i = base ** (-2 * i / d) for "
+            "i = 0 .. d/2 - 1, in floats")
+
+
+def gqa_heads(got, q, k, v, mask):
+    """A message when every query head of `got` is attention with ONE key/value head, but not with head
+    j // (h / h_kv) (the heads grouped another way), else None."""
+    h, h_kv = q.size(1), k.size(1)
+    got, used = to_numpy(got), []
+    for j in range(h):
+        with_head = [scaled_dot_product_attention(q[:, j:j + 1], k[:, c:c + 1], v[:, c:c + 1], mask)[:, 0]
+                     for c in range(h_kv)]
+        match = [c for c, out in enumerate(with_head) if np.allclose(got[:, j], to_numpy(out), atol=1e-5)]
+        if not match:
+            return None
+        used.append(match[0])
+    want = [j // (h // h_kv) for j in range(h)]
+    if used == want:
+        return None
+    return (f"query heads 0..{h - 1} use key/value heads {used}, not j // (h / h_kv) = {want}: consecutive query "
+            "heads share a key/value head, h / h_kv of them each (k.repeat_interleave(h // h_kv, dim=1), the same "
+            "for v)")

@@ -30,6 +30,7 @@ from .lesson13_inputs import stats as _stats
 from .lesson13_probes import (
     backward_part,
     block_ranges,
+    d_rows,
     forward_part,
     largest_tensor,
     moves_earlier_outputs,
@@ -90,7 +91,8 @@ def online_softmax(ev: Evaluation, answer):
         ev.expect_close(m, expected[0], f"m, the maximum of each row (block_size={block})",
                         hint="m must end as the maximum of the row: m = max(m, max of the block) at every block.")
         l_kinds = ("no_rescale", "flipped", "flipped_safe", "stale_max", "no_guard", "old_max", "no_shift",
-                   "max_wrong_axis", "init_zero", "sum_wrong_axis", "no_guard_zeroed")
+                   "max_wrong_axis", "init_zero", "sum_wrong_axis", "no_guard_zeroed", "block_max",
+                   "block_max_no_rescale", "lse")
         _name(ell, expected[1], {k: say.ONLINE[k] for k in l_kinds}, lambda kind: values(kind)[1])
         _nan_free(ell, "l", say.NO_GUARD)
         with explained(functools.partial(say.online_rows, ell, expected[1])):
@@ -112,24 +114,29 @@ def merge_softmax_stats(ev: Evaluation, answer):
     x[1, :5] = NEG_INF                               # a left part (up to split 5) with nothing in it
     x[2, torch.as_tensor(g.random(9) < 0.5)] = NEG_INF
     x[3] = NEG_INF                                   # both parts empty
+    # the row's maximum first, then last: at every split one part holds the maximum and the other does not
+    x = torch.cat([x, x[:1].sort(-1, descending=True).values, x[:1].sort(-1).values])
     m_true, l_true = _stats(x)
-    empty = (torch.full((4,), NEG_INF), torch.zeros(4))
-    tests = 0
-    for split in range(x.shape[-1] + 1):
+    (R, n), tests = x.shape, 0
+    empty = (torch.full((R,), NEG_INF), torch.zeros(R))
+    # the splits with an empty part (0 and n) last: a slip that shows only there (a guard) is told from the others
+    for split in sorted(range(n + 1), key=lambda split: split in (0, n)):
         m1, l1 = _stats(x[:, :split]) if split else empty
-        m2, l2 = _stats(x[:, split:]) if split < x.shape[-1] else empty
+        m2, l2 = _stats(x[:, split:]) if split < n else empty
         m, ell = expect_returns(ev.call(answer, m1, l1, m2, l2), (m_true, l_true), ("m", "l"))
-        expect_shape(m, (4,), "m")
-        expect_shape(ell, (4,), "l")
+        expect_shape(m, (R,), "m")
+        expect_shape(ell, (R,), "l")
         v = {kind: mk.merge(m1, l1, m2, l2, kind) for kind in say.MERGE}
         _name(m, m_true, {"first_max": say.MERGE["first_max"]}, lambda kind, v=v: v[kind][0])
         expect(not (_same(m, m1) or _same(m, m2)) or _same(m, m_true), say.MERGE["first_max"])
-        ev.expect_close(m, m_true, f"m (split after {split} of {x.shape[-1]} entries)")
+        with explained(lambda: say.MERGE["first_max"] + " (torch.maximum(m1, m2), element by element)"):
+            ev.expect_close(m, m_true, f"m (split after {split} of {n} entries)")
         _name(ell, l_true, {k: say.MERGE[k] for k in ("no_rescale", "flipped", "flipped_safe", "no_guard",
-                                                     "one_rescaled", "other_rescaled")},
+                                                     "one_rescaled", "other_rescaled", "to_min")},
               lambda kind, v=v: v[kind][1])
         _nan_free(ell, "l", say.NO_GUARD)
-        ev.expect_close(ell, l_true, f"l (split after {split} of {x.shape[-1]} entries)")
+        with explained(functools.partial(say.merge_rows, ell, l_true, m1, m2)):
+            ev.expect_close(ell, l_true, f"l (split after {split} of {n} entries)")
         tests += 1
     return tests
 
@@ -138,7 +145,7 @@ def merge_softmax_stats(ev: Evaluation, answer):
 # Exercise 2: tiled attention, the forward pass: (out, lse)
 # ---------------------------------------------------------------------------------------------
 _OUT_KINDS = ("acc_not_rescaled", "l_not_rescaled", "divide_inside", "divide_inside_twice", "divide_inside_reset",
-              "scale_d", "no_scale", "scale_times", "drop_tail", "no_guard", "p_old_max")
+              "scale_d", "no_scale", "scale_times", "drop_tail", "no_guard", "p_old_max", "no_safe")
 _CAUSAL_KINDS = ("wrong_side", "wrong_side_unmasked", "skip_ge", "skip_diag", "diag_full", "local_idx",
                  "inverted_causal", "causal_ignored", "strict_causal")
 _MASK_KINDS = ("mask_ignored", "inverted_mask")
@@ -188,6 +195,7 @@ def _check_forward(ev: Evaluation, answer, q, k, v, bq, bk, causal=False, mask=N
                                      lambda causal, mask: _expected(q, k, v, causal, mask))):
         ev.expect_close(out, expected[0], f"out{what} (block_q={bq}, block_k={bk}, causal={causal})")
     _name(lse, expected[1], {kind: say.TILED[kind] for kind in _LSE_KINDS}, lambda kind: values(kind)[1])
+    expect(not np.isnan(to_numpy(lse)[to_numpy(empty)]).any(), say.TILED["lse_nan"])
     expect(_same(torch.isneginf(torch.as_tensor(to_numpy(lse))), empty), say.TILED["lse_empty_zero"])
     ev.expect_close(lse, expected[1], f"lse{what}, the log-sum-exp L = m + log l of each query (block_q={bq}, "
                                       f"block_k={bk}, causal={causal})")
@@ -240,6 +248,7 @@ def tiled_attention(ev: Evaluation, answer):
     rows = torch.as_tensor(ev.rng(302).random((3, 1, T, T)) < 0.6)
     rows[0, 0, 2] = False                               # query 2 of sequence 0 may attend to nothing
     rows[1, 0, 5:8] = False
+    rows[2, 0, 3] = torch.arange(T) >= 8                # query 3 of sequence 2: its first 8 keys masked, not the rest
     for (bq, bk), mask, causal in (((4, 3), pad, False), ((3, 4), rows, False), ((5, 5), pad, True),
                                    ((2, 7), rows, True)):
         _check_forward(ev, answer, q, k, v, bq, bk, causal, mask, what=f" with a mask of shape {tuple(mask.shape)}")
@@ -248,7 +257,14 @@ def tiled_attention(ev: Evaluation, answer):
     g = ev.rng(400)
     q, k, v = randn(g, 2, 7, 4), randn(g, 2, 13, 4), randn(g, 2, 13, 6)
     _check_forward(ev, answer, q, k, v, 3, 5, what=" with 7 queries, 13 keys and values of width 6")
-    return tests + 2
+    # float64 in, float64 out (section 4 runs the function in float64, for gradcheck)
+    q, k, v = q.double(), k.double(), v.double()
+    result = _returned(ev, ev.call(answer, q, k, v, 3, 5), _expected(q, k, v, False, None), 7, 13)
+    for what, got in zip(("out", "lse"), result):
+        dtype = getattr(got, "dtype", None)
+        expect(dtype in (None, torch.float64), say.TILED["dtype"].format(what=what, dtype=dtype))
+    _check_forward(ev, answer, q, k, v, 3, 5, what=" in float64")
+    return tests + 3
 
 
 # ---------------------------------------------------------------------------------------------
@@ -298,6 +314,7 @@ def tiled_attention_backward(ev: Evaluation, answer):
             expect(not skipped, say.BACKWARD["skipped_visible"].format(
                 tiles=tile_ranges(skipped, bq, bk, q.shape[-2], k.shape[-2])))
         part = [functools.partial(backward_part, ev, answer, (q, k, v, grad_out), bq, bk, _gradients)] if causal else []
+        part.append(functools.partial(d_rows, ev, answer, (q, k, v), bq, bk, causal, say.BACKWARD["D_rows"]))
         for name, got, want in zip(("dq", "dk", "dv"), grads, expected):
             with explained(*part):     # (causal: is it right without the causal mask?)
                 ev.expect_close(got, want, f"{name} (block_q={bq}, block_k={bk}, causal={causal})", atol=1e-4,

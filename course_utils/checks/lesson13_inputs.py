@@ -20,7 +20,7 @@ def stats(x):
 
 def online_inputs(ev: Evaluation, seed):
     """Rows (6, 12): random, ascending (the maximum grows at every block), with −inf entries, a first
-    block of −inf (the first 4 entries), and a row of −inf only."""
+    block of −inf (the first 4 entries), a row of −inf only, and descending (the maximum in the first block)."""
     g = ev.rng(seed)
     x = randn(g, 6, 12, scale=3.0)
     x[1] = torch.sort(x[1]).values
@@ -28,6 +28,7 @@ def online_inputs(ev: Evaluation, seed):
     x[2, int(g.integers(12))] = 0.5
     x[3, :4] = NEG_INF
     x[4, :] = NEG_INF
+    x[5] = torch.sort(x[5], descending=True).values
     return x
 
 

@@ -40,9 +40,11 @@ def online(blocks, kind="ok"):
             p_sum = torch.exp(block).sum(dim=-1)
         elif kind == "sum_wrong_axis":                 # the block's sum over its rows (dim 0): (b,), broadcast
             p_sum = torch.exp(block - ms[..., None]).sum(dim=0)
+        elif kind in ("block_max", "block_max_no_rescale"):   # measured from the block's own maximum
+            p_sum = torch.exp(block - safe(block.amax(dim=-1))[..., None]).sum(dim=-1)
         else:
             p_sum = torch.exp(block - ms[..., None]).sum(dim=-1)
-        if kind in ("no_rescale", "no_shift"):
+        if kind in ("no_rescale", "no_shift", "block_max_no_rescale"):
             ell = ell + p_sum
         elif kind == "flipped":                        # e^(m_new - m_old): 0 * e^(+inf) = NaN at the start
             ell = ell * torch.exp(m_new - m) + p_sum
@@ -52,6 +54,8 @@ def online(blocks, kind="ok"):
             ell = ell * torch.exp((m - safe(m_new)) if guard else (m - m_new)) + p_sum
         if kind != "stale_max":
             m = m_new
+    if kind == "lse":                                  # the log-sum-exp returned in place of l
+        return m, m + torch.log(ell)
     return m, ell if guard or kind == "no_guard" else torch.nan_to_num(ell)
 
 
@@ -86,6 +90,9 @@ def merge(m1, l1, m2, l2, kind="ok"):
         return m, l1 * torch.exp(m1 - ms) + l2
     if kind == "other_rescaled":                       # l1 added as it is
         return m, l1 + l2 * torch.exp(m2 - ms)
+    if kind == "to_min":                               # both moved to the SMALLER maximum
+        low = safe(torch.minimum(m1, m2))
+        return m, l1 * torch.exp(m1 - low) + l2 * torch.exp(m2 - low)
     return m, l1 * torch.exp(m1 - ms) + l2 * torch.exp(m2 - ms)
 
 
@@ -150,7 +157,7 @@ def tiled(q, k, v, block_q, block_k, causal=False, mask=None, kind="ok"):
             if keep is not None:
                 s = s.masked_fill(~keep, NEG_INF)
             m_new = torch.maximum(m, s.amax(dim=-1))
-            ms = m_new if kind == "no_guard" else safe(m_new)
+            ms = m_new if kind in ("no_guard", "no_safe") else safe(m_new)     # (no_safe: out still guarded)
             p = torch.exp(s - (safe(m) if kind == "p_old_max" else ms)[..., None])   # (old max: before this tile)
             rescale = torch.exp(m - ms)
             ell = (ell if kind == "l_not_rescaled" else ell * rescale) + p.sum(dim=-1)

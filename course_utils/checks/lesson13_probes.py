@@ -18,6 +18,7 @@
 - `forward_part`, `backward_part`, `normalised`: where a slip that no catalogued mistake explains is: the
   answer right without the causal mask (or without the mask) and wrong with it; the weights of a query not
   summing to 1 (values all 1 must give outputs of 1).
+- `d_rows(...)`: a backward pass whose dq moves at queries whose dO is 0 (D, or dO, taken from other rows).
 - `tiles_skipped(...)`: which tiles on or below the diagonal a causal answer skipped (a wrong causal test): the
   values of one block of keys are changed; the queries that see some of those keys must move, and none of a
   block of them does when their tile was never computed.
@@ -155,3 +156,21 @@ def backward_part(ev: Evaluation, answer, inputs, bq, bk, gradients):
     if isinstance(got, (tuple, list)) and len(got) == 3 and all(_same_values(a, b) for a, b in zip(got, right)):
         return CAUSAL_PART.format(what="your backward pass")
     return None
+
+
+def d_rows(ev: Evaluation, answer, qkv, bq, bk, causal, message):
+    """`message` (with the queries) when, given dO zero at every query but one, the answer's dq is not 0 at the
+    other queries (each query's dS_i uses its own dO_i and D_i, both 0 there: a D or a dO taken from other rows
+    shows), else None."""
+    q, k, v = qkv
+    out, lse = tiled_attention(q, k, v, 4, 4, causal=causal)
+    grad_out, r = torch.zeros_like(out), q.shape[-2] // 2
+    grad_out[..., r, :] = torch.as_tensor(ev.rng(270).normal(size=grad_out[..., r, :].shape), dtype=out.dtype)
+    got = ev.call(answer, q, k, v, out, lse, grad_out, bq, bk, causal=causal)
+    dq = got[0] if isinstance(got, (tuple, list)) and len(got) == 3 else None
+    if not (hasattr(dq, "shape") and tuple(dq.shape) == tuple(q.shape)):
+        return None
+    moved = np.abs(to_numpy(dq).astype(np.float64)).reshape(-1, q.shape[-2], q.shape[-1]).max(axis=(0, 2)) > 1e-6
+    moved[r] = False
+    rows = np.flatnonzero(moved).tolist()
+    return message.format(rows=", ".join(map(str, rows[:4])) + (", ..." if len(rows) > 4 else "")) if rows else None

@@ -76,6 +76,15 @@ ONLINE["sum_wrong_axis"] = ("l sums the exponentials over the wrong axis: each r
                             "Σ exp(x_block − m_new) over dim=-1, one number per row")
 ONLINE["no_guard_zeroed"] = NO_GUARD + " (turning the NaN into 0 afterwards loses the rest of the row)"
 ONLINE["flipped_safe"] = ONLINE["flipped"]
+ONLINE["block_max"] = ("each block's terms are measured from the block's OWN maximum, exp(x_block − max of the "
+                       "block): measure them from the running maximum after this block, exp(x_block − m_new), the "
+                       "one the old l is rescaled to, l = l·e^(m_old − m_new) + Σ exp(x_block − m_new)")
+ONLINE["block_max_no_rescale"] = ("l adds sums measured from different maxima: each block's Σ exp(x − max of the "
+                                  "block) is measured from that block's own maximum and added as it is; measure "
+                                  "every term from the running maximum, l = l·e^(m_old − m_new) + "
+                                  "Σ exp(x_block − m_new)")
+ONLINE["lse"] = ("l is the log-sum-exp m + log l: return the normaliser itself, l = Σ exp(x − m) (0 for a row of "
+                 "−∞ only); the log-sum-exp L = m + log l is what the tiled forward pass returns later")
 
 
 def online_rows(got, expected):
@@ -100,6 +109,20 @@ MERGE["one_rescaled"] = ("only one of the two normalisers is rescaled: both were
                          "both move to the common m = max(m1, m2), l = l1·e^(m1 − m) + l2·e^(m2 − m)")
 MERGE["other_rescaled"] = MERGE["one_rescaled"]
 MERGE["flipped_safe"] = MERGE["flipped"]
+MERGE["to_min"] = ("the normalisers are moved to the SMALLER maximum, min(m1, m2): the common maximum is the larger, "
+                   "m = max(m1, m2), and both move to it, l = l1·e^(m1 − m) + l2·e^(m2 − m) (factors ≤ 1)")
+
+
+def merge_rows(got, expected, m1, m2):
+    """What the rows of the merge's check say about a wrong l when only rows with ONE part empty (m = −∞, l = 0)
+    are wrong; else None."""
+    wrong = ~np.isclose(to_numpy(got), to_numpy(expected), atol=1e-5, rtol=1e-4)
+    one_empty = np.isneginf(to_numpy(m1)) != np.isneginf(to_numpy(m2))
+    if not wrong.any() or (wrong & ~one_empty).any():
+        return None
+    return ("l is wrong only where one part is empty (m = −∞, l = 0): merging with an empty part must give the other "
+            "part back unchanged, l = l_other; the common maximum is then the other part's m, and only where BOTH are "
+            "−∞ does the safe maximum replace it by 0")
 _SKIP_RULE = "skip a tile when its first key comes after the block's last query, j0 > i1 − 1"
 TILED = {
     "acc_not_rescaled": ("the accumulator is not rescaled: when the maximum grows, acc = acc·e^(m_old − m_new) + "
@@ -160,6 +183,15 @@ TILED = {
     "returns_P": ("your forward pass returns a T_q x T_k tensor besides out and lse: keep nothing of that size for "
                   "the backward pass; L, one number per query, is enough to recompute P tile by tile"),
 }
+TILED["no_safe"] = ("the queries whose first tiles of keys are all masked lose the keys they do see: at such a tile "
+                    "m_new = −∞ and exp(−∞ − (−∞)) is NaN, which spoils l and acc for the rest of the row; subtract "
+                    "a safe maximum, 0 where m_new = −∞ (torch.where(torch.isneginf(m_new), 0, m_new))")
+TILED["lse_nan"] = ("the log-sum-exp of a query with no key allowed is NaN: at its tiles m_new = −∞, and "
+                    "exp(−∞ − (−∞)) is NaN; subtract a safe maximum, 0 where m_new = −∞ (torch.where("
+                    "torch.isneginf(m_new), 0, m_new)), so that l stays 0 and L = m + log l = −∞ there")
+TILED["dtype"] = ("with float64 inputs your function returns {what} in {dtype}: create its tensors in q's dtype, "
+                  "q.new_zeros(...), q.new_full(...) (torch.zeros and torch.full make float32; section 4 runs your "
+                  "function in float64)")
 TILED["p_old_max"] = ("P is measured from the OLD maximum, exp(S − m_old): measure it from the maximum after this "
                       "tile, P = exp(S − m_new), the one l and acc are rescaled to")
 TILED["strict_causal"] = ("the element-wise causal mask leaves out the diagonal: key j is visible from query i iff "
@@ -215,6 +247,10 @@ BACKWARD = {
                   "use it for the tile's share of dq, dk, dv, and drop it: nothing of size T_q x T_k is kept between "
                   "the passes or built in the backward one"),
 }
+BACKWARD["D_rows"] = ("with dO zero at every query but one, dq of the other queries should be 0 (their dP = "
+                      "dO_i V_jᵀ and D_i = rowsum(dO_i ∘ O_i) are 0), and yours is not at queries {rows}: each "
+                      "query's dS_i = P_i ∘ (dP_i − D_i) must use its OWN row, dO_i = grad_out[..., i0:i1, :] and "
+                      "D_i from (grad_out * out).sum(dim=-1), one number per query")
 DENOMINATOR = "the denominator is φ(q_t)ᵀ z with z = Σ_j φ(k_j): the kernel of the query with every key, summed"
 LINEAR = {
     "no_denominator": ("the output is not normalised: divide φ(q_t)ᵀ(Σ_j φ(k_j) v_jᵀ) by φ(q_t)ᵀ Σ_j φ(k_j), the sum "
