@@ -15,10 +15,10 @@ BARE = ("wrong values (largest difference", "contains NaN or inf where", "could 
 
 def _catalogue(kind):
     items = []
-    for lesson in ("11", "12", "13"):
-        module = importlib.import_module(f"tests.fresh_slips.lesson{lesson}")
-        check = importlib.import_module(f"course_utils.checks.lesson{lesson}")
-        items += [pytest.param(getattr(check, exercise), fn, id=f"{lesson}-{exercise}-{name}")
+    for catalogue in ("11", "12", "13", "11b", "12b", "13b"):
+        module = importlib.import_module(f"tests.fresh_slips.lesson{catalogue}")
+        check = importlib.import_module(f"course_utils.checks.lesson{catalogue[:2]}")
+        items += [pytest.param(getattr(check, exercise), fn, id=f"{catalogue}-{exercise}-{name}")
                   for exercise, name, fn in getattr(module, kind)]
     return items
 

@@ -150,7 +150,8 @@ def _block(gamma_init=0.0, residual="x + γo", as_parameter=True, keep_weights=T
                 self.attn_weights = attn
             gamma = self.gamma.item() if gamma_item else self.gamma
             y = {"x + γo": x + gamma * o, "γo": gamma * o, "x + o": x + o,
-                 "γx + o": gamma * x + o, "x + γx": x + gamma * x}[residual]
+                 "γx + o": gamma * x + o, "x + γx": x + gamma * x,
+                 "(1 − γ)x + γo": (1 - gamma) * x + gamma * o}[residual]
             return (y, attn) if returns == "tuple" else y
     return Block
 
@@ -181,6 +182,7 @@ BLOCK_MISTAKES = [
     (dict(residual="x + o"), "γ is not used"),
     (dict(residual="γx + o"), "γ multiplies the wrong term"),
     (dict(residual="x + γx"), "o is missing"),
+    (dict(residual="(1 − γ)x + γo"), r"y = \(1 − γ\)·x \+ γ·o, a gate between x and o: the block is a residual"),
     (dict(swap=True), "keys and queries are swapped"),
     (dict(gamma_shape=(16,)), "one learned scalar"),
     (dict(as_parameter="buffer"), "not an nn.Parameter"),
@@ -250,6 +252,8 @@ def _patchify(images, P, mistake=None):
         return images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1).reshape(B, N, P, P, C)
     if mistake == "first image only":
         return patchify(images, P)[0]
+    if mistake == "transposed image":
+        return _patchify(images.transpose(2, 3), P).reshape(B, N, P * P * C)
     x = images.reshape(B, C, H // P, P, W // P, P)
     order = {None: (0, 2, 4, 3, 5, 1), "columns": (0, 4, 2, 3, 5, 1), "pixels by column": (0, 2, 4, 5, 3, 1),
              "pixels by column, channels first": (0, 2, 4, 1, 5, 3)}[mistake]
@@ -290,6 +294,7 @@ def test_patchify_accepts_answers_written_otherwise():
     ("grid not merged", "grid of patches is not merged"),
     ("patches not flattened", "each patch should be flattened into one vector"),
     ("first image only", "the batch axis is missing"),
+    ("transposed image", r"the patches of the transposed image \(as after images\.transpose\(2, 3\)\)"),
 ])
 def test_patchify_names_mistakes(mistake, symptom):
     named(check.patchify, lambda images, P: _patchify(images, P, mistake), symptom)
@@ -314,6 +319,8 @@ def _dense(x, W_f, W_g, dilation, pad="left", delay=None, taps=(0, 1), acts=(tor
         x_past = F.pad(x, (0, 0, d, 0))[:, -T:]              # x itself
     elif pad == "features":
         x_past = F.pad(x, (d, 0))[:, :T]                     # pads the last axis: (B, T, d_in + d)
+    elif pad == "features, cut":
+        x_past = F.pad(x, (d, 0))[..., :x.shape[-1]]         # the features shifted by d, not the steps
     elif pad == "right":
         x_past = F.pad(x, (0, 0, 0, d))[:, d:]               # x_{t+d}: the future
     else:
@@ -394,6 +401,7 @@ def test_dense_block_accepts_correct_answers(answer):
     (lambda *a: _dense(*a, pad="left, last T"), r"the delayed sequence is x itself.*FIRST T steps"),
     (lambda *a: _dense(*a, pad="left, not cut"), r"x_\{t−d\} has T \+ d = \d+ steps.*FIRST T steps"),
     (lambda *a: _dense(*a, pad="features"), r"F.pad\(x, \(d, 0\)\) pads the LAST axis, the features"),
+    (lambda *a: _dense(*a, pad="features, cut"), r"x_\{t−d\} is x shifted along the features, not the steps"),
     (lambda *a: _dense_conv1d(*a, padding="both", keep="last"), "looks into the future"),
     (lambda *a: _dense_conv1d(*a, padding="same"), "looks into the future"),
     (lambda *a: _dense_conv1d(*a, padding="none"), _STEPS_DIFFER),
@@ -543,6 +551,7 @@ def _attention_2d_slip(x, W_f, W_g, W_h, W_v, slip):
         weights = torch.softmax(scores / math.sqrt(k.size(-1)), dim=-1)
     read = (weights @ v).transpose(1, 2)
     read = read.reshape(B, -1, W, H).transpose(2, 3) if slip == "W, H" else read.reshape(B, -1, H, W)
+    read = read.reshape(B, -1, W, H) if slip == "(W, H)" else read
     o = conv1x1(read, W_v)
     return (x + o if slip == "residual" else o), weights
 
@@ -553,6 +562,7 @@ def _attention_2d_slip(x, W_f, W_g, W_h, W_v, slip):
     ("values from W_g", r"the values are h\(x\) = conv1x1\(x, W_h\)"),
     ("queries from W_f", "the queries and the keys come from the same matrix"),
     ("W, H", r"not \(B, C̄, W, H\)"),
+    ("(W, H)", r"o has shape \(B, C, W, H\) = \(\d+, \d+, \d+, \d+\), its two sides swapped"),
 ])
 def test_self_attention_2d_names_more_mistakes(slip, symptom):
     named(check.self_attention_2d, lambda *a: _attention_2d_slip(*a, slip), symptom)
@@ -597,6 +607,13 @@ def test_dense_block_accepts_roll_with_the_wrapped_steps_zeroed():
 def _causal_slip(x, W_q, W_k, W_v, slip):
     out, weights = causal_attention_block(x, W_q, W_k, W_v)
     v = x @ W_v
+    if slip in ("keys from W_q", "queries from W_k"):
+        return causal_attention_block(x, *((W_q, W_q) if slip == "keys from W_q" else (W_k, W_k)), W_v)
+    if slip in ("uniform weights", "identity weights"):         # the read-out right, the weights made up
+        T = x.shape[1]
+        made_up = causal_mask(T).float() / causal_mask(T).sum(-1, keepdim=True) if slip == "uniform weights" \
+            else torch.eye(T)
+        return out, made_up.expand(x.shape[0], T, T)
     if slip == "values":
         return torch.cat([x, v], -1), weights
     return torch.cat([x @ W_q, weights @ v], -1), weights          # "q first"
@@ -605,6 +622,10 @@ def _causal_slip(x, W_q, W_k, W_v, slip):
 @pytest.mark.parametrize("slip, symptom", [
     ("values", "the values themselves are concatenated, not the read-out"),
     ("q first", r"the output has \d+ features, not d_in \+ d_value"),
+    ("keys from W_q", "the queries and the keys come from the same matrix W_q"),
+    ("queries from W_k", "the queries and the keys come from the same matrix W_k"),
+    ("uniform weights", r"your output is right, but the weights are uniform over the steps s <= t"),
+    ("identity weights", "your output is right, but the weights you return are wrong"),
 ])
 def test_causal_block_names_more_mistakes(slip, symptom):
     named(check.causal_attention_block, lambda *a: _causal_slip(*a, slip), symptom)

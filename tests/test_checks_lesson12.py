@@ -284,7 +284,7 @@ def sampler(kind):
         if kind in ("temperature_after", "temperature_after_filters"):
             z = logits
         if top_k is not None:
-            values, indices = torch.topk(z, top_k, dim=-1, largest=kind != "k_smallest")
+            values, indices = torch.topk(z, min(top_k, z.size(-1)), dim=-1, largest=kind != "k_smallest")
             if kind == "k_ties_dropped":                     # keeps exactly the k indices topk returned
                 z = torch.full_like(z, float("-inf")).scatter(-1, indices, values)
             else:
@@ -723,7 +723,8 @@ def test_a_sampler_written_row_by_row_in_float64_passes():
             return F.one_hot(logits.argmax(-1), logits.size(-1)).double()
         rows = []
         for z in logits.double() / temperature:
-            keep = z >= z.sort(descending=True).values[top_k - 1] if top_k is not None else torch.ones_like(z).bool()
+            keep = (z >= z.sort(descending=True).values[min(top_k, len(z)) - 1] if top_k is not None
+                    else torch.ones_like(z).bool())
             p = z.softmax(-1) * keep
             p = p / p.sum()
             if top_p is not None and top_p < 1:
@@ -899,3 +900,108 @@ def test_gpt_slips_are_placed_at_the_ends_or_in_the_blocks(kind, symptom):
 ], ids=["loss-over-batch-size", "loss-logits-not-cut", "greedy-indices", "gqa-own-causal-mask", "loss-over-all-tokens"])
 def test_more_slips_named(exercise, answer, symptom):
     named(exercise, answer, symptom)
+
+
+# ---- the second catalogue's slips (tests/fresh_slips/lesson12b.py), planted the way a learner writes them ---------
+def test_loss_on_probabilities_in_nll_loss_is_named():
+    def nll_on_probs(lg, tok, pad):
+        return F.nll_loss(lg[:, :-1].softmax(-1).reshape(-1, lg.size(-1)), tok[:, 1:].reshape(-1), ignore_index=pad)
+    named(check.next_token_loss, nll_on_probs, "nll_loss takes LOG-probabilities and you gave it probabilities")
+
+
+class DropoutOverSum(Block):
+    def forward(self, x, mask):
+        y = self.norm1(x)
+        if self.kind == "attn":
+            x = self.dropout1(x + self.attn(y, y, y, mask))
+            return x + self.dropout2(self.ff(self.norm2(x)))
+        x = x + self.dropout1(self.attn(y, y, y, mask))
+        return self.dropout2(x + self.ff(self.norm2(x)))
+
+
+@pytest.mark.parametrize("kind, symptom", [("attn", "dropout1 is applied to the sum x \\+ Attn"),
+                                           ("ff", "dropout2 is applied to the sum x \\+ FFN")])
+def test_block_dropout_over_one_residual_sum_is_named(kind, symptom):
+    named(check.gpt_block, type(f"DropoutOverSum_{kind}", (DropoutOverSum,), {"kind": kind}), symptom)
+
+
+def sampler_with(kind):
+    """The reference's sampling distribution, one step slipped the way the second catalogue's learners did."""
+    def fn(logits, temperature, top_k, top_p):
+        if kind == "tiny_temperature":                        # no case for 0: a tiny temperature in its place
+            temperature = max(temperature, 1e-8)
+        if temperature == 0:
+            if kind == "int_one_hot":
+                return F.one_hot(logits.argmax(-1), logits.size(-1))
+            if kind == "all_tied":                            # every largest logit gets 1
+                return (logits == logits.max(-1, keepdim=True).values).float()
+            return sampling_distribution(logits, 0, top_k, top_p)
+        if kind == "no_min" and top_k is not None:
+            torch.topk(logits, top_k, dim=-1)                 # min(top_k, V) forgotten: raises when top_k > V
+        z = logits / temperature
+        if kind == "softmax_dim0":
+            probs = z.softmax(0)
+            return probs / probs.sum(-1, keepdim=True)
+        if kind == "top_p_raw" and top_p is not None and top_p < 1:   # the nucleus of the untempered distribution
+            probs = sampling_distribution(logits, temperature, top_k, None)
+            probs = probs * (sampling_distribution(logits, 1.0, None, top_p) > 0)
+            return probs / probs.sum(-1, keepdim=True)
+        return sampling_distribution(logits, temperature, top_k, top_p)
+    return fn
+
+
+@pytest.mark.parametrize("kind, symptom", [
+    ("tiny_temperature", "where the largest logits tie, your row shares the mass among the tied tokens"),
+    ("int_one_hot", "one-hot row is of integers \\(torch.int64\\)"),
+    ("all_tied", "where the largest logits tie, your row is not one-hot on one of the tied tokens"),
+    ("no_min", "with top_k=9 larger than the vocabulary \\(V=6\\) your function fails"),
+    ("softmax_dim0", "softmax runs over the rows \\(dim=0\\)"),
+    ("top_p_raw", "top-p chose its tokens from the distribution at T = 1, before the temperature"),
+])
+def test_more_sampling_slips_are_named(kind, symptom):
+    named(check.sampling_distribution, sampler_with(kind), symptom)
+
+
+def test_greedy_on_any_of_the_tied_largest_logits_passes():
+    def last_of_the_tied(logits, temperature, top_k, top_p):
+        if temperature == 0:                                  # the LAST of the tied largest logits: still greedy
+            flipped = logits.flip(-1).argmax(-1)
+            return F.one_hot(logits.size(-1) - 1 - flipped, logits.size(-1)).float()
+        return sampling_distribution(logits, temperature, top_k, top_p)
+    outcome = check.sampling_distribution.evaluate(last_of_the_tied)
+    assert outcome.passed, outcome.message
+
+
+def test_the_reference_filters_nothing_when_top_k_exceeds_the_vocabulary():
+    logits = torch.randn(2, 6)
+    assert torch.allclose(sampling_distribution(logits, 1.0, 9, None), logits.softmax(-1))
+
+
+def test_cached_step_at_position_q_size_2_is_named():
+    def at_one(q, k, v, cache_k, cache_v):
+        position = torch.tensor([q.size(2)])                  # 1, the query's length, not the cache's
+        q, k = apply_rope(q, position), apply_rope(k, position)
+        keys, values = torch.cat([cache_k, k], 2), torch.cat([cache_v, v], 2)
+        return scaled_dot_product_attention(q, keys, values), keys, values
+    named(check.cached_attention_step, at_one, r"rotated at position 1 \(q.size\(2\)")
+
+
+def test_rope_returning_float32_for_a_float64_x_is_named():
+    def float32(x, positions, base=10000.0):
+        return apply_rope(x.float(), positions, base)
+    named(check.apply_rope, float32, "x is float64 and your rotated x is torch.float32")
+
+
+def test_gqa_with_the_group_size_inverted_is_named():
+    def inverted(q, k, v, mask=None):
+        g = k.size(1) // q.size(1)                            # 0: h_kv // h
+        return scaled_dot_product_attention(q, k.repeat_interleave(g, 1), v.repeat_interleave(g, 1), mask)
+    named(check.grouped_query_attention, inverted, r"all zeros.*group of h // h_kv query heads")
+
+
+def test_gqa_repeating_the_mask_is_named():
+    def mask_repeated(q, k, v, mask=None):
+        g = q.size(1) // k.size(1)
+        return scaled_dot_product_attention(q, k.repeat_interleave(g, 1), v.repeat_interleave(g, 1),
+                                            mask.repeat_interleave(g, dim=1))
+    named(check.grouped_query_attention, mask_repeated, r"the mask your attention got has shape \(5, 10\)")

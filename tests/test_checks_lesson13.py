@@ -290,7 +290,7 @@ TILED_KINDS = ["acc_not_rescaled", "l_not_rescaled", "divide_inside", "divide_in
                "scale_times", "drop_tail", "no_guard", "wrong_side", "wrong_side_unmasked", "skip_ge", "skip_diag",
                "diag_full", "local_idx", "inverted_causal", "causal_ignored", "mask_ignored", "inverted_mask", "lse_m",
                "lse_log_l", "lse_l", "lse_empty_zero", "strict_causal", "divide_inside_reset", "p_old_max",
-               "no_safe"]
+               "no_safe", "tk_from_q"]
 
 
 @pytest.mark.parametrize("kind", TILED_KINDS)
@@ -308,6 +308,13 @@ def test_tiled_attention_that_peeks_only_at_one_later_key_is_caught_by_perturbat
         out, lse = ref.tiled_attention(q, k, v, block_q, block_k, causal=causal, mask=mask)
         return (out + 1e-3 * v[..., -1:, :] if causal else out), lse      # the last value leaks into every output
     named(check.tiled_attention, peeks, "outputs of earlier positions change when only later keys")
+
+
+def test_tiled_attention_whose_key_blocks_have_block_q_keys_is_rejected():
+    """Right values, but the tiles are block_q x block_q: measured with tall tiles (block_q=32, block_k=2)."""
+    def square_tiles(q, k, v, block_q, block_k, causal=False, mask=None):
+        return ref.tiled_attention(q, k, v, block_q, block_q, causal=causal, mask=mask)
+    named(check.tiled_attention, square_tiles, r"tiles are block_q x block_q.*\(1, 1, 32, 32\).*block_q x block_k")
 
 
 def test_tiled_attention_with_the_wrong_shape():
@@ -329,7 +336,7 @@ def test_the_empty_row_hint_appears_only_when_only_empty_rows_differ():
 BACKWARD_KINDS = ["no_D", "D_wrong_axis", "D_no_axis", "lse_no_axis", "D_tile", "no_scale", "scale_twice",
                   "dq_no_scale", "dk_scale_twice", "p_no_scale", "p_softmax_tile", "no_diag_mask", "dv_no_transpose",
                   "dk_no_transpose", "overwrite", "D_all", "D_plus", "dv_from_out", "dk_from_dO", "local_idx",
-                  "overwrite_dq_dk"]
+                  "overwrite_dq_dk", "overwrite_dq", "overwrite_dk", "D_dO", "lse_sign"]
 
 
 @pytest.mark.parametrize("kind", BACKWARD_KINDS)

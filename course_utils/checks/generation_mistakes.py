@@ -1,169 +1,19 @@
-"""Lesson 12's planted mistakes for the generation side: the sampling distribution (exercise 4), one attention
-step with a key/value cache (exercise 5) and rotary positions (exercise 6). Each `*_variant` computes what an
-answer with one typical mistake returns; the checks (lesson12.py) name the mistake an answer matches."""
+"""Lesson 12's planted mistakes for the attention of generation: one attention step with a key/value cache
+(exercise 5), rotary positions (exercise 6) and grouped-query attention (exercise 7). Each `*_variant` computes
+what an answer with one typical mistake returns; the checks (lesson12.py) name the mistake an answer matches
+(the sampling distribution's are in lesson12_sampling.py)."""
 import math
 
 import torch
 
 from ..attention import merge_heads, scaled_dot_product_attention, split_heads
 from ..decoding import generate
-from ..decoding import sampling_distribution as ref_sampling
 from ..gpt import GPT
-from ..gpt_attention import grouped_query_attention
+from ..gpt_attention import grouped_query_attention, repeat_kv_heads
 from ..masks import causal_mask
 from ..positions import apply_rope
-from .core import expect, expect_distribution, expect_returns, expect_shape, to_numpy
+from .core import expect, expect_returns, to_numpy
 from .evaluation import Evaluation
-
-
-# ---------------------------------------------------------------------------------------------
-# Sampling: temperature, top-k, top-p
-# ---------------------------------------------------------------------------------------------
-def _keep_top_p(probs, top_p, kind="ok"):
-    """Mask of the nucleus: the most probable tokens until the mass reaches top_p (ties at the end kept);
-    kind "drops_crossing" drops the token that crosses p, "p_ascending" takes the LEAST probable first."""
-    if kind == "p_ascending":
-        ranked = probs.sort(-1).values
-        before = (ranked.cumsum(-1) < top_p).sum(-1, keepdim=True)
-        return probs <= ranked.gather(-1, before.clamp(max=probs.size(-1) - 1))
-    ranked = probs.sort(-1, descending=True).values
-    if kind == "unsorted_mask":              # the mask of the sorted row applied to the row as it is
-        return (ranked.cumsum(-1) - ranked) < top_p
-    if kind in ("drops_crossing", "drops_crossing_keep1"):   # the tokens whose cumulative mass stays <= p: maybe
-        inside = (ranked.cumsum(-1) <= top_p).sum(-1, keepdim=True)          # none (or the first one, kept anyway)
-        keep = probs >= ranked.gather(-1, (inside - 1).clamp(min=0))
-        return keep if kind == "drops_crossing_keep1" else keep & (inside > 0)
-    before = (ranked.cumsum(-1) < top_p).sum(-1, keepdim=True)
-    return probs >= ranked.gather(-1, before.clamp(max=probs.size(-1) - 1))
-
-
-def sampling_variant(logits, temperature, top_k, top_p, kind="ok"):
-    """The sampling distribution (float64) with the mistake `kind` planted."""
-    z = logits.double()
-    if kind == "temperature_times":
-        z = z * temperature
-    elif kind == "temperature_twice":
-        z = z / temperature ** 2
-    elif kind not in ("temperature_after", "temperature_after_filters"):
-        z = z / temperature
-    if top_k is not None:
-        k = min(top_k + (kind == "k_plus_one"), z.size(-1))
-        kth = z.topk(k, -1, largest=kind not in ("k_smallest", "kthvalue")).values[..., -1:]
-        if kind == "kth_is_max":             # compared with the LARGEST value, not the k-th
-            kth = z.max(-1, keepdim=True).values
-        if kind == "k_smallest":
-            z = z.masked_fill(z > kth, float("-inf"))
-        elif kind == "k_minus_one":          # z <= kth removed: the k-th itself goes
-            z = z.masked_fill(z <= kth, float("-inf"))
-        else:
-            z = z.masked_fill(z < kth, 0.0 if kind == "fill_zero" else float("-inf"))
-    probs = z.softmax(-1)
-    if kind == "temperature_after":          # the probabilities divided by T: undone by the renormalisation
-        probs = probs / temperature
-    if top_p is not None and top_p < 1:
-        base = logits.double().div(temperature).softmax(-1) if kind == "top_p_unfiltered" else probs
-        probs = probs * _keep_top_p(base, top_p, kind)
-    if kind == "temperature_after_filters":  # the filters chose the tokens at T = 1; T applied to what they kept
-        kept = probs > 0
-        probs = logits.double().div(temperature).softmax(-1) * kept
-    if kind == "sorted_out":                 # left in the sort's order
-        probs = probs.sort(-1, descending=True).values
-    if kind == "no_renorm":
-        return probs
-    if kind == "whole_sum":                  # divided by the sum of the whole tensor, not of each row
-        return probs / probs.sum()
-    if kind == "softmax_renorm":             # a softmax where a division by the sum was asked
-        return probs.softmax(-1)
-    return probs / probs.sum(-1, keepdim=True)
-
-
-def _unnormalised(logits, temperature, top_k, top_p):
-    """What forgetting the renormalisation gives: the softmax's values where the token is kept, else 0."""
-    kept = sampling_variant(logits, temperature, top_k, top_p) > 0
-    return logits.double().div(temperature).softmax(-1) * kept
-
-
-_UNSORT = ("put it back at each token's position (scatter with the sort's indices), or keep the tokens at least as "
-           "probable as the last one the sorted row keeps")
-SAMPLING_MISTAKES = {
-    "temperature_after": "the temperature has no effect: divide the LOGITS by T before the softmax (dividing "
-                         "the probabilities by T is undone when they are renormalised)",
-    "temperature_times": "the logits are multiplied by the temperature: divide them by T (T > 1 flattens the "
-                         "distribution, T < 1 sharpens it)",
-    "temperature_after_filters": "the temperature is applied after the filters: top-p chose its tokens from the "
-                                 "distribution at T = 1. Divide the logits by T FIRST, then top-k, then top-p",
-    "temperature_twice": "the temperature is applied twice (the logits divided by T²): divide the logits by T once",
-    "kthvalue": "top-k compares with the k-th SMALLEST logit (torch.kthvalue counts from the smallest): the threshold "
-                "is the k-th largest, torch.topk(z, k).values[..., -1:]",
-    "k_plus_one": "top-k keeps k+1 tokens: the k-th largest logit is sorted[..., k-1] (counting from 0), the last of "
-                  "the k values torch.topk returns (values[..., -1:])",
-    "k_minus_one": "top-k keeps k-1 tokens: it removes the k-th largest logit itself; remove only the logits BELOW it "
-                   "(z < kth), so that the k-th is kept",
-    "unsorted_mask": "top-p's mask is in SORTED order (computed on the sorted row and applied to the row as it is, or "
-                     "the sorted probabilities returned): " + _UNSORT,
-    "sorted_out": "top-p's result is in SORTED order (the sorted probabilities returned, or the sorted row's mask "
-                  "applied to the row as it is): " + _UNSORT,
-    "k_smallest": "top-k keeps the k SMALLEST logits: keep the k largest (torch.topk(z, k) gives the largest)",
-    "kth_is_max": "top-k compares every logit with the LARGEST one (topk(...).values[..., 0]): compare with the "
-                  "k-th largest, the last of the k values topk returns",
-    "fill_zero": "top-k sets the removed logits to 0, which still gets probability after the softmax: set them "
-                 "to -inf (masked_fill(..., float('-inf')))",
-    "drops_crossing": "top-p drops the token that crosses p: keep the smallest set of most probable tokens whose "
-                      "mass REACHES p, the token that takes the cumulative sum to p or beyond included",
-    "top_p_unfiltered": "top-p is computed on the distribution before top-k (or applied before top-k, which "
-                        "gives the same): apply it to the distribution top-k left, renormalised, as the order "
-                        "temperature -> top-k -> top-p says",
-    "drops_crossing_keep1": "top-p drops the token that crosses p (keeping only the tokens whose cumulative mass "
-                            "stays <= p): keep the smallest set of most probable tokens whose mass REACHES p, the "
-                            "token that takes the cumulative sum to p or beyond included",
-    "whole_sum": "the probabilities are divided by the sum of the whole tensor: each ROW must sum to 1, divide by "
-                 "probs.sum(-1, keepdim=True)",
-    "p_ascending": "top-p keeps the LEAST probable tokens: sort the probabilities in descending order "
-                   "(sort(descending=True)) and keep the most probable ones until their mass reaches p",
-    "softmax_renorm": "the kept probabilities are renormalised with a softmax, which gives the removed tokens "
-                      "probability again: divide the kept probabilities by their sum",
-}
-
-
-def expect_sampling(ev: Evaluation, got, logits, temperature, top_k, top_p, what):
-    """The learner's distribution `got` equals the reference's, or the mistake it matches is named."""
-    expect_shape(got, tuple(logits.shape), what)
-    expected = ref_sampling(logits, temperature, top_k, top_p)
-    mistakes = {text: sampling_variant(logits, temperature, top_k, top_p, kind)
-                for kind, text in SAMPLING_MISTAKES.items()}
-    mistakes["the kept probabilities are not renormalised: after zeroing the filtered tokens, divide by the sum "
-             "of what is kept so that the distribution sums to 1"] = _unnormalised(logits, temperature, top_k, top_p)
-    mistakes["the probabilities top-p keeps are not renormalised: after zeroing the tokens outside the nucleus, "
-             "divide by the sum of what is kept so that the distribution sums to 1"] = \
-        sampling_variant(logits, temperature, top_k, top_p, "no_renorm")
-    mistakes = {k: v for k, v in mistakes.items() if not torch.allclose(v.float(), expected, atol=1e-5,
-                                                                         equal_nan=True)}
-    ev.expect_close(got, expected, what, mistakes=mistakes, atol=1e-5, rtol=1e-4)
-    expect_distribution(got, what)
-
-
-SAMPLING_ERRORS = [
-    (r"size of tensor a \(\d+\) must match the size of tensor b \(\d+\) at non-singleton dimension 1",
-     "a value of each row (the k-th largest logit, the probability that reaches p, or the row's sum) lost its last "
-     "axis: shape (N,) does not line up with the rows (N, V); keep it, values[..., -1:], sum(-1, keepdim=True)"),
-]
-
-
-def designed_logits(temperature=0.7):
-    """Two rows on which every planted sampling mistake of the combined test (T = 0.7, top_k = 5, top_p = 0.8)
-    gives values of its own (p_ascending coincides with top_p_unfiltered here: the top-p tests before name it):
-    p at T = 0.7 is [.30, .25, .15, .09, .06, then .15 over 5 tokens]; top-5 keeps .85, top-p on it keeps 3
-    tokens, top-p on the unfiltered distribution 5, top-p at T = 1 on top-5's 4; and the row's mirror image."""
-    p = torch.tensor([0.30, 0.25, 0.15, 0.09, 0.06, 0.045, 0.035, 0.03, 0.025, 0.015], dtype=torch.float64)
-    row = p.log() * temperature
-    return torch.stack([row, row.flip(0)]).float()
-
-
-def top_k_ties(tokens_kept, what):
-    """A property: the tied logits at the k-th place are all kept (or all dropped)."""
-    expect(tokens_kept, f"{what}: a tie at the k-th largest logit, and your answer keeps only some of the tied "
-                        "tokens. Keep every token whose logit is at least the k-th largest (z >= kth), so that the "
-                        "result does not depend on how torch.topk orders equal values.")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,10 +93,11 @@ def position_mistakes(args, ref):
     """{symptom: out} of q and k rotated at another position than t = cache_k.size(2) (the sizes a learner may take
     for it: a neighbour of t, the heads, the head's size, the batch)."""
     B, h, t, d = args[3].shape                                  # cache_k
-    wrong = sorted(p for p in {t - 1, t + 2, h, d, B, 2 * t} if p > 0 and p not in (t, t + 1))
-    return distinct({f"q and k are rotated at position {p}, not at the newest position t = cache_k.size(2) = {t} "
-                     "(the cache's length, axis 2 of (B, h, t, d); the cache holds positions 0..t-1)":
-                     step_variant(*args, p)[0] for p in wrong}, ref)
+    wrong = sorted(p for p in {1, t - 1, t + 2, h, d, B, 2 * t} if p > 0 and p not in (t, t + 1))
+    return distinct({f"q and k are rotated at position {p}" + (" (q.size(2), the length of the ONE new position?)"
+                                                               if p == 1 else "") +
+                     f", not at the newest position t = cache_k.size(2) = {t} (the cache's length, axis 2 of "
+                     "(B, h, t, d); the cache holds positions 0..t-1)": step_variant(*args, p)[0] for p in wrong}, ref)
 
 
 SQUEEZED = ("out has lost its position axis: return out (B, h, 1, d), the ONE newest position (weights (B, h, 1, "
@@ -366,6 +217,10 @@ ROPE_MISTAKES = {
 }
 
 
+ROPE_DTYPE = ("x is float64 and your rotated x is {dtype}: return x in its own dtype (compute in float32 if you "
+              "like, then .to(x.dtype)), so that a model in float64 or bfloat16 gets its dtype back")
+
+
 def rope_errors(T, d):
     """The crashes of apply_rope's typical slips, for x (..., T, d) (lesson12_setup.call_naming's errors)."""
     def sizes(match):
@@ -395,3 +250,84 @@ def distinct(mistakes, expected, atol=1e-6):
     e = torch.as_tensor(to_numpy(expected)).double()
     return {k: v for k, v in mistakes.items()
             if v.shape != e.shape or not torch.allclose(torch.as_tensor(to_numpy(v)).double(), e, atol=atol)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 7: grouped-query attention
+# ---------------------------------------------------------------------------------------------
+def _manual(q, k, v, mask, scale, axis=-1, inverted=False, kind=""):
+    scores = q @ k.transpose(-2, -1) * scale
+    keep = ~mask if inverted else mask
+    if kind == "after_softmax":
+        return (scores.softmax(axis) * keep) @ v
+    if kind == "additive_float":              # F.scaled_dot_product_attention ADDS a float mask
+        return (scores + keep.float()).softmax(axis) @ v
+    return scores.masked_fill(~keep, 0.0 if kind == "fill_zero" else float("-inf")).softmax(axis) @ v
+
+
+def gqa_variant(q, k, v, mask, kind):
+    """Grouped-query attention with the mistake `kind` planted (the course's attention underneath)."""
+    B, h, T, d = q.shape
+    h_kv = k.size(1)
+    group = h // h_kv
+    ks, vs = repeat_kv_heads(k, h), repeat_kv_heads(v, h)
+    if kind == "round_robin":
+        ks, vs = k.repeat(1, group, 1, 1), v.repeat(1, group, 1, 1)
+    if kind == "kv_different":                     # keys by groups, values round-robin
+        vs = v.repeat(1, group, 1, 1)
+    if kind == "first":
+        ks, vs = k[:, :1].expand(B, h, T, d), v[:, :1].expand(B, h, T, d)
+    if kind == "mean":
+        ks, vs = k.mean(1, keepdim=True).expand(B, h, T, d), v.mean(1, keepdim=True).expand(B, h, T, d)
+    scale = {"no_scale": 1.0, "scale_1/d": 1 / d, "scale_d_model": 1 / math.sqrt(h * d)}.get(kind)
+    if scale is not None:
+        return _manual(q, ks, vs, mask, scale)
+    if kind == "softmax_queries":
+        return _manual(q, ks, vs, mask, 1 / math.sqrt(d), axis=-2)
+    if kind == "inverted_nan":                     # masked_fill(mask, -inf): rows with no key allowed give NaN
+        return _manual(q, ks, vs, mask, 1 / math.sqrt(d), inverted=True)
+    if kind in ("after_softmax", "additive_float", "fill_zero"):
+        return _manual(q, ks, vs, mask, 1 / math.sqrt(d), kind=kind)
+    if kind == "group_zero":                       # repeat_interleave(h_kv // h = 0): no key/value head left
+        return torch.zeros_like(q)
+    if kind == "causal_only":                      # a causal mask of its own, the given mask ignored
+        return scaled_dot_product_attention(q, ks, vs, causal_mask(T))
+    return scaled_dot_product_attention(q, ks, vs, {"no_mask": None, "inverted": ~mask}.get(kind, mask))
+
+
+GQA_MISTAKES = {
+    "group_zero": "the output is all zeros, as if no key/value head were used: each key/value head serves a group "
+                  "of h // h_kv query heads (group = q.size(1) // k.size(1)); h_kv // h is 0, and repeat_interleave(0, "
+                  "dim=1) leaves no head at all",
+    "round_robin": "query head j uses key/value head j % h_kv (round-robin, k.repeat): the course groups "
+                   "CONSECUTIVE query heads, head j uses key/value head j // (h / h_kv) (repeat_interleave)",
+    "kv_different": "the keys and the values are grouped differently: query head j must use key AND value head "
+                    "j // (h / h_kv); repeat both the same way (repeat_interleave along dim 1)",
+    "first": "every query head uses the first key/value head: head j uses key/value head j // (h / h_kv)",
+    "mean": "the key/value heads are averaged: each key/value head serves its own group of query heads",
+    "no_mask": "the mask is not applied: pass it to the attention (here: causal)",
+    "inverted": "the mask is inverted: True means MAY attend (the causal mask is True on and below the diagonal)",
+    "inverted_nan": "the mask is inverted (masked_fill(mask, -inf) hides the allowed keys): True means MAY attend; "
+                    "hide the keys where the mask is False, masked_fill(~mask, float('-inf'))",
+    "causal_only": "the mask you are given is ignored: your function applies a causal mask of its own (is_causal, or "
+                   "causal_mask(T)); use `mask` (here a padding mask)",
+    "fill_zero": "the masked scores are set to 0, which still gets weight after the softmax: set them to -inf",
+    "after_softmax": "the mask is applied after the softmax: the weights no longer sum to 1. Set the masked scores to "
+                     "-inf before the softmax",
+    "additive_float": "the mask was turned into floats: F.scaled_dot_product_attention ADDS a float mask to the scores "
+                      "(+1 where allowed); pass the boolean mask itself (True = may attend)",
+    "no_scale": "the scores are not scaled: divide q kᵀ by √d_head (d = q.size(-1))",
+    "scale_1/d": "the scores are divided by d_head: divide them by its square root, √d_head",
+    "scale_d_model": "the scores are divided by √d_model (all heads' features): each head divides by the square "
+                     "root of ITS size, √d_head = √(q.size(-1))",
+    "softmax_queries": "the softmax runs over the queries (dim=-2): take it over the keys, the last axis",
+}
+GQA_ERRORS = [
+    (r"mask of shape \(([\d, ]+)\) does not broadcast to the scores' shape \(([\d, ]+)\)",
+     lambda m: f"the mask your attention got has shape ({m[1]}), which does not fit the scores ({m[2]}): pass `mask` "
+               "as it is given (it has no head axis, or one of size 1, and broadcasts over all h query heads); only "
+               "k and v are repeated, h // h_kv times along dim 1"),
+    (r"must match the size of tensor b .* at non-singleton dimension 1|Expected size for first two dimensions",
+     "the key/value heads do not line up with the query heads: repeat each of the h_kv heads h / h_kv times "
+     "along the head axis (k.repeat_interleave(h // h_kv, dim=1), the same for v)"),
+]

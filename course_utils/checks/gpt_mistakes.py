@@ -1,16 +1,14 @@
 """Lesson 12's planted mistakes for the model side: the next-token loss (exercise 1), the decoder block
-(exercise 2), the GPT (exercise 3) and grouped-query attention (exercise 7). Each `*_variant` computes what an
-answer with one typical mistake returns; the checks (lesson12.py) name the mistake an answer matches (the
-learner's crashes that torch reports are named by lesson12_setup.call_naming with the *_ERRORS lists)."""
+(exercise 2) and the GPT (exercise 3). Each `*_variant` computes what an answer with one typical mistake
+returns; the checks (lesson12.py) name the mistake an answer matches (the learner's crashes that torch reports
+are named by lesson12_setup.call_naming with the *_ERRORS lists)."""
 import math
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..attention import scaled_dot_product_attention
 from ..gpt import GPT
-from ..gpt_attention import repeat_kv_heads
 from ..masks import causal_mask
 
 
@@ -49,7 +47,8 @@ def loss_variant(logits, tokens, pad_id, kind):
         return F.cross_entropy(x[inputs], y[inputs])
     if kind == "softmax_first":
         return _ce(x.softmax(-1), y, pad_id)
-    if kind == "nll_on_logits":
+    if kind in ("nll_on_logits", "nll_on_probs"):
+        x = x.softmax(-1) if kind == "nll_on_probs" else x
         return F.nll_loss(x.reshape(-1, x.size(-1)), y.reshape(-1), ignore_index=pad_id)
     if kind == "label_smoothing":
         return F.cross_entropy(x.reshape(-1, x.size(-1)), y.reshape(-1), ignore_index=pad_id, label_smoothing=0.1)
@@ -89,6 +88,8 @@ LOSS_MISTAKES = {
     "axis0": "the softmax runs over the batch axis (dim 0): log_softmax over the LAST axis (the vocabulary, V)",
     "nll_on_logits": "F.nll_loss takes LOG-probabilities and you gave it logits: use F.cross_entropy on the "
                      "logits (it applies log_softmax itself)",
+    "nll_on_probs": "F.nll_loss takes LOG-probabilities and you gave it probabilities (a softmax without the log): "
+                    "use F.cross_entropy on the logits, or F.nll_loss on logits.log_softmax(-1)",
     "label_smoothing": "the loss is label-smoothed: the next-token loss (and the perplexity, its exponential) is "
                        "the plain cross-entropy, without label_smoothing",
     "softmax_first": "the logits went through a softmax before the cross-entropy: F.cross_entropy takes the "
@@ -170,9 +171,9 @@ def block_variant(layer, x, mask, kind):
     if kind in ("attn_no_norm", "ff_no_norm"):
         x = x + d1(attn(x if kind == "attn_no_norm" else n1(x)))
         return x + d2(ff(x if kind == "ff_no_norm" else n2(x)))
-    if kind == "dropout_sum":
-        x = d1(x + attn(n1(x)))
-        return d2(x + ff(n2(x)))
+    if kind in ("dropout_sum", "dropout_sum_attn", "dropout_sum_ff"):   # dropout over the residual sum
+        x = d1(x + attn(n1(x))) if kind != "dropout_sum_ff" else x + d1(attn(n1(x)))
+        return d2(x + ff(n2(x))) if kind != "dropout_sum_attn" else x + d2(ff(n2(x)))
     x = x + d1(attn(n1(x)))
     return x + d2(ff(n2(x)))
 
@@ -229,6 +230,10 @@ BLOCK_MISTAKES = {
                   "output before it is added)",
     "dropout_sum": "the dropout is applied to the sum x + Sublayer(...): apply it to the sub-layer's output only, "
                    "x = x + Dropout(Sublayer(LayerNorm(x))), so that the residual path is never dropped",
+    "dropout_sum_attn": "dropout1 is applied to the sum x + Attn(...): apply it to the attention's output only, "
+                        "x = x + Dropout1(Attn(LayerNorm1(x))), so that the residual path is never dropped",
+    "dropout_sum_ff": "dropout2 is applied to the sum x + FFN(...): apply it to the feed-forward output only, "
+                      "x + Dropout2(FFN(LayerNorm2(x))), so that the residual path is never dropped",
 }
 
 
@@ -325,75 +330,3 @@ MODEL_ERRORS = [
 ]
 UNTIED = ("the output layer is not tied to the embedding: it must be the SAME parameter, "
           "self.head.weight = self.embed.weight (a copy of its values is not tied: the two would train apart)")
-
-
-# ---------------------------------------------------------------------------------------------
-# Exercise 7: grouped-query attention
-# ---------------------------------------------------------------------------------------------
-def _manual(q, k, v, mask, scale, axis=-1, inverted=False, kind=""):
-    scores = q @ k.transpose(-2, -1) * scale
-    keep = ~mask if inverted else mask
-    if kind == "after_softmax":
-        return (scores.softmax(axis) * keep) @ v
-    if kind == "additive_float":              # F.scaled_dot_product_attention ADDS a float mask
-        return (scores + keep.float()).softmax(axis) @ v
-    return scores.masked_fill(~keep, 0.0 if kind == "fill_zero" else float("-inf")).softmax(axis) @ v
-
-
-def gqa_variant(q, k, v, mask, kind):
-    """Grouped-query attention with the mistake `kind` planted (the course's attention underneath)."""
-    B, h, T, d = q.shape
-    h_kv = k.size(1)
-    group = h // h_kv
-    ks, vs = repeat_kv_heads(k, h), repeat_kv_heads(v, h)
-    if kind == "round_robin":
-        ks, vs = k.repeat(1, group, 1, 1), v.repeat(1, group, 1, 1)
-    if kind == "kv_different":                     # keys by groups, values round-robin
-        vs = v.repeat(1, group, 1, 1)
-    if kind == "first":
-        ks, vs = k[:, :1].expand(B, h, T, d), v[:, :1].expand(B, h, T, d)
-    if kind == "mean":
-        ks, vs = k.mean(1, keepdim=True).expand(B, h, T, d), v.mean(1, keepdim=True).expand(B, h, T, d)
-    scale = {"no_scale": 1.0, "scale_1/d": 1 / d, "scale_d_model": 1 / math.sqrt(h * d)}.get(kind)
-    if scale is not None:
-        return _manual(q, ks, vs, mask, scale)
-    if kind == "softmax_queries":
-        return _manual(q, ks, vs, mask, 1 / math.sqrt(d), axis=-2)
-    if kind == "inverted_nan":                     # masked_fill(mask, -inf): rows with no key allowed give NaN
-        return _manual(q, ks, vs, mask, 1 / math.sqrt(d), inverted=True)
-    if kind in ("after_softmax", "additive_float", "fill_zero"):
-        return _manual(q, ks, vs, mask, 1 / math.sqrt(d), kind=kind)
-    if kind == "causal_only":                      # a causal mask of its own, the given mask ignored
-        return scaled_dot_product_attention(q, ks, vs, causal_mask(T))
-    return scaled_dot_product_attention(q, ks, vs, {"no_mask": None, "inverted": ~mask}.get(kind, mask))
-
-
-GQA_MISTAKES = {
-    "round_robin": "query head j uses key/value head j % h_kv (round-robin, k.repeat): the course groups "
-                   "CONSECUTIVE query heads, head j uses key/value head j // (h / h_kv) (repeat_interleave)",
-    "kv_different": "the keys and the values are grouped differently: query head j must use key AND value head "
-                    "j // (h / h_kv); repeat both the same way (repeat_interleave along dim 1)",
-    "first": "every query head uses the first key/value head: head j uses key/value head j // (h / h_kv)",
-    "mean": "the key/value heads are averaged: each key/value head serves its own group of query heads",
-    "no_mask": "the mask is not applied: pass it to the attention (here: causal)",
-    "inverted": "the mask is inverted: True means MAY attend (the causal mask is True on and below the diagonal)",
-    "inverted_nan": "the mask is inverted (masked_fill(mask, -inf) hides the allowed keys): True means MAY attend; "
-                    "hide the keys where the mask is False, masked_fill(~mask, float('-inf'))",
-    "causal_only": "the mask you are given is ignored: your function applies a causal mask of its own (is_causal, or "
-                   "causal_mask(T)); use `mask` (here a padding mask)",
-    "fill_zero": "the masked scores are set to 0, which still gets weight after the softmax: set them to -inf",
-    "after_softmax": "the mask is applied after the softmax: the weights no longer sum to 1. Set the masked scores to "
-                     "-inf before the softmax",
-    "additive_float": "the mask was turned into floats: F.scaled_dot_product_attention ADDS a float mask to the scores "
-                      "(+1 where allowed); pass the boolean mask itself (True = may attend)",
-    "no_scale": "the scores are not scaled: divide q kᵀ by √d_head (d = q.size(-1))",
-    "scale_1/d": "the scores are divided by d_head: divide them by its square root, √d_head",
-    "scale_d_model": "the scores are divided by √d_model (all heads' features): each head divides by the square "
-                     "root of ITS size, √d_head = √(q.size(-1))",
-    "softmax_queries": "the softmax runs over the queries (dim=-2): take it over the keys, the last axis",
-}
-GQA_ERRORS = [
-    (r"must match the size of tensor b .* at non-singleton dimension 1|Expected size for first two dimensions",
-     "the key/value heads do not line up with the query heads: repeat each of the h_kv heads h / h_kv times "
-     "along the head axis (k.repeat_interleave(h // h_kv, dim=1), the same for v)"),
-]

@@ -14,6 +14,7 @@ from ..vision import patchify as _ref_patchify
 from ..vision import self_attention_2d as _ref_attention_2d
 from .core import (
     ExerciseError,
+    ValuesDiffer,
     exercise,
     expect,
     expect_distribution,
@@ -35,12 +36,14 @@ from .lesson11_mistakes import (
     patch_mistakes,
     patch_shape_symptom,
     square_only,
+    wrong_weights_beside_right_output,
 )
 from .snail_dense_block import (  # noqa: F401 - dense_block_reference: the tests use it
     _dense_mistakes,
     _expect_causal,
     dense_block_errors,
     dense_block_reference,
+    padded_features,
     steps_symptom,
 )
 
@@ -176,6 +179,8 @@ def self_attention_block(ev: Evaluation, cls):
             "keys and queries are swapped: pass self.f's matrix as W_f (the keys) and self.g's as W_g (the queries).":
                 x + 0.5 * o_swapped,
             "y = x + γ·x: o is missing; add the attention output, x + self.gamma * o.": 1.5 * x,
+            "y = (1 − γ)·x + γ·o, a gate between x and o: the block is a residual, it keeps all of x and adds γ·o "
+            "(at γ = 0.5 half of x is lost); return x + self.gamma * o.": 0.5 * x + 0.5 * o,
         }, atol=1e-4)
     weights = getattr(module, "attn_weights", None)
     expect(weights is not None and tuple(weights.shape) == (2, 20, 20),
@@ -249,6 +254,8 @@ def dense_block(ev: Evaluation, answer):
             ev.expect_close(out, expected, f"the block's output (x of shape {(B, T, d_in)}, {filters} filters)",
                             mistakes=mistakes)
         _expect_causal(ev, answer, x, W_f, W_g, d, out, t=T // 2)
+        symptom = padded_features(ev, answer, x, W_f, W_g, d, out)
+        expect(symptom is None, symptom)
         ev.expect_close(out, expected, "the block's output", mistakes=mistakes)
         tests += 1
     return tests + 1
@@ -287,7 +294,13 @@ def causal_attention_block(ev: Evaluation, answer):
         result = call(ev, answer, x, W_q, W_k, W_v, errors=causal_block_errors(B, T, d_in, d_key, d_value))
         out, weights = expect_returns(result, (ref_out, ref_w), ("out", "weights"))
         expect_shape(weights, (B, T, T), "weights")
-        ev.expect_close(weights, ref_w, "weights", mistakes=causal_weight_mistakes(x, W_q, W_k, W_v))
+        try:
+            ev.expect_close(weights, ref_w, "weights", mistakes=causal_weight_mistakes(x, W_q, W_k, W_v))
+        except ValuesDiffer:                       # no listed mistake: named when the output is right
+            if not (hasattr(out, "shape") and tuple(out.shape) == tuple(ref_out.shape)
+                    and torch.allclose(torch.as_tensor(out).detach().float(), ref_out, atol=1e-5)):
+                raise
+            raise ExerciseError(wrong_weights_beside_right_output(weights, T)) from None
         expect_distribution(weights, "weights (each position's row)", axis=-1)
         expect(bool(torch.all(weights.detach()[:, ~torch.tril(torch.ones(T, T, dtype=torch.bool))] == 0)),
                "some position gives weight to a later position: the causal mask is not applied.")

@@ -166,6 +166,9 @@ def attention_2d_output_mistakes(x, weights, W_h, W_v):
         "their mixture back to C channels.": image(weights @ _pixels(x)),
         "o has the read-out's pixels in the wrong places: (B, C̄, N) reshapes to (B, C̄, H, W), H rows then W "
         "columns (not (B, C̄, W, H)).": conv1x1(read.transpose(1, 2).reshape(B, -1, W, H).transpose(2, 3), W_v),
+        f"o has shape (B, C, W, H) = {(B, C, W, H)}, its two sides swapped: the read-out (B, C̄, N) was reshaped to "
+        "(B, C̄, W, H), which only a square map forgives; reshape it to (B, C̄, H, W), H rows then W columns.":
+            conv1x1(read.transpose(1, 2).reshape(B, -1, W, H), W_v),
         "o includes x: return the attention's output alone, o = conv1x1(read, W_v); the residual x + γ·o is the "
         "block's (exercise 2).": x + conv1x1(image(read), W_v),
     }
@@ -217,6 +220,10 @@ def patch_mistakes(images, P):
         "with i the row inside the patch.": patches_in_order(images, P, pixel_order="columns"),
         "the pixels inside a patch are read column by column and channel by channel: flatten each patch as "
         "(P, P, C), row by row, the channels last.": patches_in_order(images, P, "rows", "columns", "first"),
+        "these are the patches of the transposed image (as after images.transpose(2, 3)): the patches come column "
+        "by column, and so do the pixels inside each. images are (B, C, H, W), rows first: split H (the rows) into "
+        "(H/P, P) and W (the columns) into (W/P, P), with no transpose.": patches_in_order(images, P, "columns",
+                                                                                            "columns"),
         f"each \"patch\" gathers pixels {H // P} rows and {W // P} columns apart, not a P×P square: a side of "
         "length H splits as (H/P, P), which patch first and where inside it second; (P, H/P) interleaves the "
         "patches.": strided,
@@ -319,10 +326,26 @@ def causal_weight_mistakes(x, W_q, W_k, W_v):
         "the scores are not divided by √d_key: scale q·k by 1/math.sqrt(d_key) before the softmax.":
             masked_softmax(raw, mask),
     }
+    for name, W in (("W_q", W_q), ("W_k", W_k)):
+        mistakes[f"the queries and the keys come from the same matrix {name}: q = x @ W_q and k = x @ W_k, each "
+                 "with its own matrix."] = masked_softmax((x @ W) @ (x @ W).transpose(1, 2) / math.sqrt(d_key), mask)
     mistakes.update(_wrong_scales(raw, d_key, {"d_value": (d_value, "the size of a value"),
                                                "T": (T, "the number of steps"), "d_in": (d_in, "the size of an "
                                                                                           "input")}, mask))
     return mistakes
+
+
+def wrong_weights_beside_right_output(weights, T):
+    """The symptom of `weights` that are wrong beside an output that is right (weights made up beside a read-out
+    computed otherwise, e.g. by F.scaled_dot_product_attention, which returns none); uniform ones named."""
+    keep = causal_mask(T).float()
+    uniform = keep / keep.sum(-1, keepdim=True)
+    got = torch.as_tensor(weights).detach().float()
+    what = ("the weights are uniform over the steps s <= t (1/(t+1) each), not the attention weights"
+            if got.shape[-2:] == uniform.shape and torch.allclose(got, uniform.expand_as(got), atol=1e-5)
+            else "the weights you return are wrong")
+    return (f"your output is right, but {what}: return the weights your read-out is made with, softmax over s <= t "
+            "of q_t·k_s/√d_key (F.scaled_dot_product_attention returns none: compute them, then read = weights @ v).")
 
 
 def causal_block_errors(B, T, d_in, d_key, d_value):

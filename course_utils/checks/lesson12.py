@@ -4,12 +4,11 @@ attention. Each compares the learner's answer with the course's reference (gpt.n
 gpt.GPT with learned positions, decoding.sampling_distribution, positions.apply_rope,
 gpt_attention.grouped_query_attention; the cached step's reference is in generation_mistakes.py) on seeded
 random inputs, tests the property its exercise is about, and names the typical mistakes (planted in
-gpt_mistakes.py and generation_mistakes.py)."""
+gpt_mistakes.py, lesson12_sampling.py and generation_mistakes.py)."""
 import functools
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from ..decoding import sampling_distribution as ref_sampling
 from ..gpt import GPTBlock
@@ -22,28 +21,26 @@ from .evaluation import Evaluation
 from .expectations import explained
 from .generation_mistakes import (
     CAT_AXIS,
+    GQA_ERRORS,
+    GQA_MISTAKES,
+    ROPE_DTYPE,
     ROPE_MISTAKES,
-    SAMPLING_ERRORS,
     SQUEEZED,
     STEP_ERRORS,
     STEP_MISTAKES,
-    designed_logits,
     distinct,
-    expect_sampling,
     full_attention,
     gpt_generates_with,
+    gqa_variant,
     position_mistakes,
     reference_cached_attention_step,
     rope_complex,
     rope_errors,
     rope_variant,
     step_variant,
-    top_k_ties,
 )
 from .gpt_mistakes import (
     BLOCK_MISTAKES,
-    GQA_ERRORS,
-    GQA_MISTAKES,
     LOSS_ERRORS,
     LOSS_MISTAKES,
     LOSS_NO_GRAD,
@@ -52,10 +49,10 @@ from .gpt_mistakes import (
     UNTIED,
     ReferenceGPT,
     block_variant,
-    gqa_variant,
     loss_variant,
     model_variant,
 )
+from .lesson12_sampling import SAMPLING_ERRORS, designed_logits, expect_sampling, greedy, large_top_k, ties
 from .lesson12_setup import (
     build,
     call_naming,
@@ -132,8 +129,7 @@ def gpt_block(ev: Evaluation, cls):
             out = seeded(seed, ev.call, module, x, mask)
             expect_shape(out, (2, T, D_MODEL), "the block's output")
             expected = seeded(seed, reference, x, mask)
-            kinds = [k for k in BLOCK_MISTAKES if training or k not in ("no_dropout", "no_dropout1", "no_dropout2",
-                                                                        "dropout_sum")]
+            kinds = [k for k in BLOCK_MISTAKES if training or not k.startswith(("no_dropout", "dropout_sum"))]
             mistakes = distinct({BLOCK_MISTAKES[k]: seeded(seed, block_variant, reference, x, mask, k)
                                  for k in kinds}, expected)
             where = "in training, dropout 0.2, the same dropout masks" if training else "at evaluation"
@@ -211,6 +207,13 @@ def sampling_distribution(ev: Evaluation, answer):
                                                           "without the least probable kept one, the mass still "
                                                           "reaches p.")
             tests += 1
+        # temperature with top-p: the nucleus of the TEMPERED distribution (rows built so that T = 1 keeps more)
+        for rows, what in ((designed_logits(0.7), "rows built so that T = 1 keeps other tokens"),
+                           (logits, "random rows")):
+            got = call(rows, 0.7, None, 0.8)
+            expect_sampling(ev, got, rows, 0.7, None, 0.8, f"the distribution with temperature=0.7, top_p=0.8 "
+                                                          f"({what})")
+        tests += 1
         # all three together, temperature, then top-k, then top-p on what top-k left: first on rows built so that
         # every mistake of the order gives values of its own, then on random rows
         for rows, what in ((designed_logits(0.7), "rows built to tell the orders apart"), (logits, "random rows")):
@@ -220,39 +223,8 @@ def sampling_distribution(ev: Evaluation, answer):
         got = call(logits, 1.5, None, 1.0)           # p = 1 keeps everything
         expect_sampling(ev, got, logits, 1.5, None, 1.0, "the distribution with top_p=1 (nothing filtered)")
         tests += 3
-    # temperature -> 0 is greedy; temperature = 0 is greedy exactly
-    logits = randn(ev.rng(5), 3, 8, scale=2.0)
-    logits[torch.arange(3), logits.argmax(-1)] += 0.5           # a clear winner, whatever the seed
-    greedy = F.one_hot(logits.argmax(-1), 8).float()
-    got = call(logits, 0.0, None, None)
-    expect(not (hasattr(got, "shape") and tuple(got.shape) == tuple(logits.shape[:-1])), "temperature=0 returns the "
-           "one-hot DISTRIBUTION (N, V), all the mass on the argmax (F.one_hot(logits.argmax(-1), V).float()), not "
-           "the indices of the argmax")
-    expect_shape(got, tuple(logits.shape), "the distribution at temperature 0 (a one-hot row per row of logits)")
-    expect(got is not None and np.allclose(to_numpy(got), to_numpy(greedy), atol=1e-6),
-           "temperature=0 means greedy decoding: all the mass on the most probable token (a one-hot row); "
-           "handle it before dividing by T.")
-    got = call(logits, 1e-3, None, None)
-    expect(np.allclose(to_numpy(got), to_numpy(greedy), atol=1e-4),
-           "at temperature 0.001 the distribution should be (almost) one-hot on the most probable token (divide the "
-           "LOGITS by T before the softmax: it stays exact, where powers of probabilities, p^(1/T), underflow to 0).")
-    # ties: at the k-th largest logit (top-k alone, then with top-p) and at the top-p boundary
-    tied = torch.tensor([[3.0, 2.0, 1.0, 1.0, 1.0, 0.0, -1.0], [1.0, 1.0, 1.0, 2.0, -1.0, 0.5, 0.5]])
-    for top_k, top_p in ((3, None), (3, 0.95), (2, None)):
-        what = f"the distribution with top_k={top_k}" + (f", top_p={top_p}" if top_p else "") + " and tied logits"
-        got = call(tied, 1.0, top_k, top_p)
-        expect_shape(got, tuple(tied.shape), what)
-        kept = to_numpy(got) > 0
-        top_k_ties(bool(np.all(kept[0, 2:5] == kept[0, 2]) and np.all(kept[1, :3] == kept[1, 0])), what)
-        expect_sampling(ev, got, tied, 1.0, top_k, top_p, what)
-    tied = torch.tensor([[2.0, 1.0, 1.0, 1.0, -1.0, -2.0]])
-    got = call(tied, 1.0, None, 0.5)
-    expect(got is not None and np.all((to_numpy(got)[0, 1:4] > 0) == (to_numpy(got)[0, 1] > 0)),
-           "a tie at the top-p boundary: tokens 1, 2 and 3 are equally probable, and some are kept but not all. "
-           "Keep every token at least as probable as the one that reaches p (the result must not depend on how "
-           "a sort orders equal values).")
-    expect_sampling(ev, got, tied, 1.0, None, 0.5, "the distribution with ties at the top-p boundary")
-    return tests + 6
+    tests += greedy(ev, call) + ties(ev, call)      # temperature 0 (ties included); ties at top-k and top-p
+    return tests + large_top_k(ev, answer)          # last: top_k > V filters nothing
 
 
 # ---------------------------------------------------------------------------------------------
@@ -352,7 +324,13 @@ def apply_rope(ev: Evaluation, answer):
         dots.append(float((qm * kn).sum()))
     expect(np.allclose(dots, dots[0], atol=1e-4), f"q_m · k_n should depend on m - n only: for m - n = 3 it is "
                                                   f"{', '.join(f'{x:.4f}' for x in dots)}.")
-    return tests + 1
+    x, positions = randn(ev.rng(8), 2, 5, 8).double(), torch.arange(5)     # x in float64 keeps its dtype
+    got = call_naming(ev, rope_errors(5, 8), answer, x, positions, 10000.0)
+    expect_shape(got, (2, 5, 8), "the rotated x (float64)")
+    dtype = getattr(got, "dtype", type(got).__name__)              # (to_numpy gives float32)
+    expect(str(dtype) in ("torch.float64", "float64"), ROPE_DTYPE.format(dtype=dtype))
+    ev.expect_close(got, rope_complex(x, positions, 10000.0), "the rotated x (float64)", atol=1e-4, rtol=1e-4)
+    return tests + 2
 
 
 # ---------------------------------------------------------------------------------------------

@@ -132,7 +132,8 @@ def merge_softmax_stats(ev: Evaluation, answer):
         with explained(lambda: say.MERGE["first_max"] + " (torch.maximum(m1, m2), element by element)"):
             ev.expect_close(m, m_true, f"m (split after {split} of {n} entries)")
         _name(ell, l_true, {k: say.MERGE[k] for k in ("no_rescale", "flipped", "flipped_safe", "no_guard",
-                                                     "one_rescaled", "other_rescaled", "to_min")},
+                                                     "one_rescaled", "other_rescaled", "to_min", "from_m1",
+                                                     "from_m2")},
               lambda kind, v=v: v[kind][1])
         _nan_free(ell, "l", say.NO_GUARD)
         with explained(functools.partial(say.merge_rows, ell, l_true, m1, m2)):
@@ -145,7 +146,8 @@ def merge_softmax_stats(ev: Evaluation, answer):
 # Exercise 2: tiled attention, the forward pass: (out, lse)
 # ---------------------------------------------------------------------------------------------
 _OUT_KINDS = ("acc_not_rescaled", "l_not_rescaled", "divide_inside", "divide_inside_twice", "divide_inside_reset",
-              "scale_d", "no_scale", "scale_times", "drop_tail", "no_guard", "p_old_max", "no_safe")
+              "scale_d", "no_scale", "scale_times", "drop_tail", "no_guard", "p_old_max", "no_safe",
+              "tk_from_q")
 _CAUSAL_KINDS = ("wrong_side", "wrong_side_unmasked", "skip_ge", "skip_diag", "diag_full", "local_idx",
                  "inverted_causal", "causal_ignored", "strict_causal")
 _MASK_KINDS = ("mask_ignored", "inverted_mask")
@@ -215,7 +217,7 @@ def _out_of(ev: Evaluation, bq, bk):
 def tiled_attention(ev: Evaluation, answer):
     """answer(q, k, v, block_q, block_k, causal=False, mask=None) -> (out (..., T_q, d_v), lse (..., T_q)), equal
     to the formula for several block sizes, causal or not, with padding and fully masked rows; the causal tiles
-    above the diagonal never computed; no tensor of size T_q x T_k built."""
+    above the diagonal never computed; no tensor of size T_q x T_k built; tiles of block_q x block_k."""
     tests = 0
     B, H, T, d, d_v = 2, 2, 11, 8, 6
     for seed, (bq, bk) in enumerate([(4, 4), (4, 3), (3, 5), (16, 16), (5, 2), (1, 11)]):
@@ -232,6 +234,12 @@ def tiled_attention(ev: Evaluation, answer):
             _, elements, shape = largest_tensor(ev, answer, q, k, v, 8, 8, causal=causal, mask=mask)
         symptom = quadratic_symptom(elements, shape, (1, 2), 64, 64, "your tiled_attention")
         expect(symptom is None, say.TILED["quadratic"].format(symptom=symptom))
+    # block_k sizes the blocks of keys: with tall tiles (32 x 2) a tile of 32 x 32 is the largest tensor of all
+    g = ev.rng(510)
+    q, k, v = randn(g, 1, 1, 128, 4), randn(g, 1, 1, 128, 4), randn(g, 1, 1, 128, 4)
+    _, _, shape = largest_tensor(ev, answer, q, k, v, 32, 2)
+    expect(shape is None or tuple(shape[-2:]) != (32, 32),
+           say.TILED["block_k_ignored"].format(shape=shape, bq=32, bk=2))
     # the point of the causal part: tiles above the diagonal never computed (later values set to inf)
     g = ev.rng(200)
     q, k, v = randn(g, 1, 2, 12, d), randn(g, 1, 2, 12, d), randn(g, 1, 2, 12, d_v)
@@ -272,7 +280,8 @@ def tiled_attention(ev: Evaluation, answer):
 # ---------------------------------------------------------------------------------------------
 _BACKWARD_KINDS = ("no_D", "D_wrong_axis", "D_no_axis", "D_all", "D_plus", "lse_no_axis", "D_tile", "no_scale",
                    "scale_twice", "dq_no_scale", "dk_scale_twice", "p_no_scale", "p_softmax_tile", "dv_no_transpose",
-                   "dk_no_transpose", "dv_from_out", "dk_from_dO", "overwrite", "overwrite_dq_dk")
+                   "dk_no_transpose", "dv_from_out", "dk_from_dO", "overwrite", "overwrite_dq_dk", "overwrite_dq",
+                   "overwrite_dk", "D_dO", "lse_sign")
 
 
 def _dq_of(ev: Evaluation, out, lse, grad_out, bq, bk):

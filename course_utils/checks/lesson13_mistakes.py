@@ -93,6 +93,10 @@ def merge(m1, l1, m2, l2, kind="ok"):
     if kind == "to_min":                               # both moved to the SMALLER maximum
         low = safe(torch.minimum(m1, m2))
         return m, l1 * torch.exp(m1 - low) + l2 * torch.exp(m2 - low)
+    if kind == "from_m1":                              # l2 moved to m1 (not to m), l1 kept as it is
+        return m, l1 + l2 * torch.exp(m2 - safe(m1))
+    if kind == "from_m2":                              # l1 moved to m2 (not to m), l2 kept as it is
+        return m, l1 * torch.exp(m1 - safe(m2)) + l2
     return m, l1 * torch.exp(m1 - ms) + l2 * torch.exp(m2 - ms)
 
 
@@ -137,6 +141,9 @@ def tiled(q, k, v, block_q, block_k, causal=False, mask=None, kind="ok"):
     T_k, d_v = k.shape[-2], v.shape[-1]
     if mask is not None:
         mask = torch.broadcast_to(mask, (*lead, T_q, T_k))
+    if kind == "tk_from_q":                            # T_k read from q: only the first T_q keys are read
+        k, v, T_k = k[..., :T_q, :], v[..., :T_q, :], min(T_q, T_k)
+        mask = None if mask is None else mask[..., :T_k]
     stop_q, stop_k = (T_q - T_q % block_q, T_k - T_k % block_k) if kind == "drop_tail" else (T_q, T_k)
     scale = SCALES[kind](d) if kind in SCALES else 1 / math.sqrt(d)
     out, lse = torch.zeros(*lead, T_q, d_v), torch.full((*lead, T_q), NEG_INF)
@@ -190,7 +197,7 @@ def backward(q, k, v, out, lse, grad_out, block_q, block_k, causal=False, kind="
     scale = 1 / math.sqrt(d)
     grad_scale = {"no_scale": 1.0, "scale_twice": scale * scale}.get(kind, scale)
     dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
-    D = (grad_out * out).sum(dim=-2 if kind == "D_wrong_axis" else -1)        # (..., T_q) (wrong axis: (..., d_v))
+    D = (grad_out * (grad_out if kind == "D_dO" else out)).sum(dim=-2 if kind == "D_wrong_axis" else -1)   # (..., T_q)
     if kind == "D_all":                                                       # one number for everything
         D = (grad_out * out).sum().expand(out.shape[:-1])
     if kind == "full_P":                                                      # the whole P at once: T_q x T_k
@@ -214,6 +221,7 @@ def backward(q, k, v, out, lse, grad_out, block_q, block_k, causal=False, kind="
                 s = s.masked_fill(torch.arange(j0, j1)[None, :] - local[1] > torch.arange(i0, i1)[:, None] - local[0],
                                   NEG_INF)
             lse_i = lse[..., i0:i1] if kind == "lse_no_axis" else lse[..., i0:i1, None]   # (no axis: over columns)
+            lse_i = -lse_i if kind == "lse_sign" else lse_i                   # (sign: P = exp(S + L))
             p = torch.softmax(s, dim=-1) if kind == "p_softmax_tile" else torch.exp(s - lse_i)
             dp = do_i @ v[..., j0:j1, :].transpose(-2, -1)
             if kind == "no_D":
@@ -237,6 +245,10 @@ def backward(q, k, v, out, lse, grad_out, block_q, block_k, causal=False, kind="
                 dq[..., i0:i1, :], dk[..., j0:j1, :], dv[..., j0:j1, :] = dq_tile, dk_tile, dv_tile
             elif kind == "overwrite_dq_dk":                                   # dv accumulated, dq and dk not
                 dq[..., i0:i1, :], dk[..., j0:j1, :] = dq_tile, dk_tile
+                dv[..., j0:j1, :] += dv_tile
+            elif kind in ("overwrite_dq", "overwrite_dk"):                    # one of them overwritten, the rest not
+                dq[..., i0:i1, :] = dq_tile + (0 if kind == "overwrite_dq" else dq[..., i0:i1, :])
+                dk[..., j0:j1, :] = dk_tile + (0 if kind == "overwrite_dk" else dk[..., j0:j1, :])
                 dv[..., j0:j1, :] += dv_tile
             else:
                 dq[..., i0:i1, :] += dq_tile

@@ -111,6 +111,11 @@ MERGE["other_rescaled"] = MERGE["one_rescaled"]
 MERGE["flipped_safe"] = MERGE["flipped"]
 MERGE["to_min"] = ("the normalisers are moved to the SMALLER maximum, min(m1, m2): the common maximum is the larger, "
                    "m = max(m1, m2), and both move to it, l = l1·e^(m1 − m) + l2·e^(m2 − m) (factors ≤ 1)")
+MERGE["from_m1"] = ("one normaliser is moved to the OTHER part's maximum, l2·e^(m2 − m1) (or l1·e^(m1 − m2)), not "
+                    "to the merged maximum: where the other maximum is the smaller, that factor exceeds 1 and the "
+                    "other normaliser is never rescaled; move both to m = max(m1, m2), l = l1·e^(m1 − m) + "
+                    "l2·e^(m2 − m)")
+MERGE["from_m2"] = MERGE["from_m1"]
 
 
 def merge_rows(got, expected, m1, m2):
@@ -192,6 +197,13 @@ TILED["lse_nan"] = ("the log-sum-exp of a query with no key allowed is NaN: at i
 TILED["dtype"] = ("with float64 inputs your function returns {what} in {dtype}: create its tensors in q's dtype, "
                   "q.new_zeros(...), q.new_full(...) (torch.zeros and torch.full make float32; section 4 runs your "
                   "function in float64)")
+TILED["tk_from_q"] = ("only the first T_q keys are read: the number of keys is T_k = k.shape[-2], not q.shape[-2] "
+                      "(they differ in cross-attention, where the keys come from another sequence): loop over the "
+                      "keys with range(0, T_k, block_k)")
+TILED["block_k_ignored"] = ("your tiles are block_q x block_q, a tensor of shape {shape} with block_q={bq} and "
+                            "block_k={bk}: the blocks of keys have block_k keys, k[..., j0:j1, :] with j0 in "
+                            "range(0, T_k, block_k) and j1 = min(j0 + block_k, T_k), so that each tile of scores is "
+                            "block_q x block_k")
 TILED["p_old_max"] = ("P is measured from the OLD maximum, exp(S − m_old): measure it from the maximum after this "
                       "tile, P = exp(S − m_new), the one l and acc are rescaled to")
 TILED["strict_causal"] = ("the element-wise causal mask leaves out the diagonal: key j is visible from query i iff "
@@ -234,6 +246,14 @@ BACKWARD = {
     "D_plus": "dS = P ∘ (dP + D_i): D_i is SUBTRACTED, dS = P ∘ (dP − D_i) (the softmax removes the weighted mean)",
     "dv_from_out": "dV_j = P_ijᵀ dO_i: you used O (out) where the gradient dO (grad_out) goes",
     "dk_from_dO": "dK_j = dS_ijᵀ Q_i / √d_k: you multiplied dSᵀ by dO (grad_out) instead of by Q",
+    "D_dO": ("D = rowsum(dO ∘ dO), the gradient times itself: D_i = rowsum(dO_i ∘ O_i), the gradient times the "
+             "OUTPUT O (out), one number per query"),
+    "lse_sign": ("P is recomputed as exp(S + L): SUBTRACT each query's log-sum-exp, P_ij = exp(S_ij − L_i) "
+                 "(= exp(S_ij) / Σ_j exp(S_ij), the softmax of the forward pass)"),
+    "overwrite_dq": ("dq is overwritten by each tile (it ends as the share of the last block of keys only): ACCUMULATE "
+                     "it over the blocks of keys, dq[..., i0:i1, :] += ..., as dk and dv"),
+    "overwrite_dk": ("dk is overwritten by each tile (it ends as the share of the last block of queries only): "
+                     "ACCUMULATE it over the blocks of queries, dk[..., j0:j1, :] += ..., as dq and dv"),
     "overwrite_dq_dk": ("dq and dk are overwritten by each tile: ACCUMULATE them over the tiles (dq[..., i0:i1, :] += "
                         "..., dk[..., j0:j1, :] += ...), as dv is"),
     "overwrite": ("dq, dk and dv are overwritten by each tile: ACCUMULATE them over the tiles (dq[..., i0:i1, :] += "

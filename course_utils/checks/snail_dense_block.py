@@ -105,6 +105,29 @@ def _future_mistakes(x, W_f, W_g, d):
     }
 
 
+def padded_features(ev: Evaluation, answer, x, W_f, W_g, d, out):
+    """The symptom when `out` is the block with x_{t−d} replaced by x shifted d places along the FEATURES
+    (F.pad(x, (d, 0))[..., :d_in]), else None. Where d >= d_in that shift leaves only zeros, as a missing past
+    step does: the answer is then run with d = 1 to tell the two apart."""
+    d_in = x.shape[-1]
+
+    def shifted_block(out, dilation):
+        wrong = torch.cat([x, _gated(x, W_f, W_g, F.pad(x, (dilation, 0))[..., :d_in])], -1)
+        return hasattr(out, "shape") and tuple(out.shape) == tuple(wrong.shape) and torch.allclose(
+            torch.as_tensor(out).detach().float(), wrong, atol=1e-5)
+    if not shifted_block(out, d) or (d >= d_in and d_in < 2):
+        return None
+    if d >= d_in:
+        try:
+            if not shifted_block(ev.call(answer, x, W_f, W_g, 1), 1):
+                return None
+        except ExerciseError:
+            return None
+    return (f"x_{{t−d}} is x shifted along the features, not the steps: F.pad(x, (d, 0)) pads the LAST axis (F.pad "
+            f"lists the last axis first), so the d = {d} zeros went in front of the features and [..., :d_in] cut "
+            "the last ones off. Pad the steps: F.pad(x, (0, 0, d, 0))[:, :T].")
+
+
 def steps_symptom(steps, T, d):
     """The output has `steps` steps, not T: say which padding gives that."""
     if steps < T:
