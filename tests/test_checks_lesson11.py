@@ -639,3 +639,35 @@ def test_causal_block_accepts_weights_masked_after_the_softmax_and_renormalised(
         weights = weights / weights.sum(-1, keepdim=True)
         return torch.cat([x, weights @ v], -1), weights
     check.causal_attention_block(renormalised)
+
+
+def test_dense_block_with_a_shifted_copy_whose_first_steps_stay_x_is_named():
+    def clone_not_zeroed(x, W_f, W_g, d):            # past = x.clone(): the first d steps keep x_t, not 0
+        past = x.clone()
+        past[:, d:] = x[:, :-d]
+        return torch.cat([x, torch.tanh(x @ W_f[0] + past @ W_f[1]) * torch.sigmoid(x @ W_g[0] + past @ W_g[1])], -1)
+    named(check.dense_block, clone_not_zeroed, r"the first d = \d+ steps of x_\{t−d\} are x_t itself, not 0")
+
+
+def _causal_copy_slip(x, W_q, W_k, W_v, slip):
+    T = x.shape[1]
+    q, k = x @ W_q, x @ W_k
+    v = x @ {"values from W_k": W_k, "values from W_q": W_q}.get(slip, W_v)
+    scores = q @ k.transpose(1, 2) / math.sqrt(k.size(-1))
+    if slip == "raw scores":
+        scores = q @ k.transpose(1, 2)
+    masked = scores.masked_fill(~causal_mask(T), -1e9 if slip == "scores, -1e9" else float("-inf"))
+    weights = torch.softmax(masked, -1)
+    out = torch.cat([x, weights @ v], -1)
+    return (out, masked) if slip in ("scores", "scores, -1e9", "raw scores") else (out, weights)
+
+
+@pytest.mark.parametrize("slip, symptom", [
+    ("values from W_k", r"the values are computed with W_k, not W_v .*W_k only makes the keys"),
+    ("values from W_q", r"the values are computed with W_q, not W_v .*W_q only makes the queries"),
+    ("scores", r"the weights you return are the masked scores q·k/√d_key, not the weights: .*softmax"),
+    ("scores, -1e9", r"the weights you return are the masked scores q·k/√d_key, not the weights"),
+    ("raw scores", r"the weights you return are the masked scores q·k, not even scaled"),
+])
+def test_causal_block_copy_paste_and_returned_scores_are_named(slip, symptom):
+    named(check.causal_attention_block, lambda *a: _causal_copy_slip(*a, slip), symptom)

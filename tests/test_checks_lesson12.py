@@ -450,7 +450,7 @@ def cached_step(kind):
     ("pos+1", "off by one"),
     ("int_position", "1-D tensor"),
     ("no_rope", "positions restart at 0 \\(or q and k are not rotated"),
-    ("q_only", "only q is rotated"),
+    ("q_only", r"the new key you append \(and attend to\) is k as it came, unrotated"),
     ("k_only", "only k is rotated"),
     ("rotate_again", "cached keys are rotated again"),
     ("mask", "causal mask is still applied"),
@@ -1005,3 +1005,60 @@ def test_gqa_repeating_the_mask_is_named():
         return scaled_dot_product_attention(q, k.repeat_interleave(g, 1), v.repeat_interleave(g, 1),
                                             mask.repeat_interleave(g, dim=1))
     named(check.grouped_query_attention, mask_repeated, r"the mask your attention got has shape \(5, 10\)")
+
+
+def unrotated_key_step(kind):
+    def fn(q, k, v, cache_k, cache_v):
+        t = cache_k.size(2)
+        position = torch.tensor([t])
+        if kind == "appended before rotating":           # the cache keeps k as it came; the rotated k goes unused
+            cache_k, cache_v = torch.cat([cache_k, k], 2), torch.cat([cache_v, v], 2)
+            q, k = apply_rope(q, position), apply_rope(k, position)
+        else:                                            # "k at position 0": rotated, but at 0 every step
+            q, k = apply_rope(q, position), apply_rope(k, torch.tensor([0]))
+            cache_k, cache_v = torch.cat([cache_k, k], 2), torch.cat([cache_v, v], 2)
+        return torch.softmax(q @ cache_k.transpose(-2, -1) / math.sqrt(q.size(-1)), -1) @ cache_v, cache_k, cache_v
+    return fn
+
+
+@pytest.mark.parametrize("kind", ["appended before rotating", "k at position 0"])
+def test_cached_step_keeping_the_new_key_unrotated_is_named(kind):
+    named(check.cached_attention_step, unrotated_key_step(kind),
+          r"the new key you append \(and attend to\) is k as it came, unrotated.*rotated at position 0 .*appended "
+          r"BEFORE it was rotated")
+
+
+def length_scaled_step(appended_first):
+    def fn(q, k, v, cache_k, cache_v):
+        position = torch.tensor([cache_k.size(2)])
+        scale = math.sqrt(cache_k.size(2) + (1 if appended_first else 0))   # the cache's length, not √d
+        q, k = apply_rope(q, position), apply_rope(k, position)
+        cache_k, cache_v = torch.cat([cache_k, k], 2), torch.cat([cache_v, v], 2)
+        return torch.softmax(q @ cache_k.transpose(-2, -1) / scale, -1) @ cache_v, cache_k, cache_v
+    return fn
+
+
+@pytest.mark.parametrize("appended_first, symptom", [
+    (True, r"divided by √\(t\+1\), the number of keys .*divide q kᵀ by √d"),
+    (False, r"divided by √t, the cache's length .*divide q kᵀ by √d"),
+])
+def test_cached_step_scaled_by_the_cache_length_is_named(appended_first, symptom):
+    named(check.cached_attention_step, length_scaled_step(appended_first), symptom)
+
+
+def copy_pasted_gqa(kind):
+    def fn(q, k, v, mask=None):
+        g = q.size(1) // k.size(1)
+        kk, vv = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+        kk, vv = {"v_from_k": (kk, kk), "k_from_v": (vv, vv), "v_is_q": (kk, q)}[kind]
+        return F.scaled_dot_product_attention(q, kk, vv, attn_mask=mask)
+    return fn
+
+
+@pytest.mark.parametrize("kind, symptom", [
+    ("v_from_k", r"the values are the keys, repeated .*repeat v for the values"),
+    ("k_from_v", r"the keys are the values, repeated .*repeat k for the keys"),
+    ("v_is_q", r"the output does not change when the values change .*it is v, not k or q"),
+])
+def test_gqa_with_a_copy_pasted_key_or_value_is_named(kind, symptom):
+    named(check.grouped_query_attention, copy_pasted_gqa(kind), symptom)

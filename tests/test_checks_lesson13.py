@@ -269,7 +269,7 @@ def test_linear_attention_that_builds_a_quadratic_tensor_is_rejected(answer):
 # --- named mistakes, from the check's catalogue ----------------------------------------------------
 @pytest.mark.parametrize("kind", ["max_wrong_axis", "stale_max", "no_guard", "no_rescale", "flipped", "flipped_safe",
                                   "old_max", "no_shift", "init_zero", "sum_wrong_axis", "block_max",
-                                  "block_max_no_rescale", "lse"])
+                                  "block_max_no_rescale", "lse", "block_max_only", "old_max_safe", "sum_rows_mean"])
 def test_online_softmax_mistakes(kind):
     named(check.online_softmax, lambda blocks: mk.online(blocks, kind), re.escape(say.ONLINE[kind][:40]))
 
@@ -290,7 +290,7 @@ TILED_KINDS = ["acc_not_rescaled", "l_not_rescaled", "divide_inside", "divide_in
                "scale_times", "drop_tail", "no_guard", "wrong_side", "wrong_side_unmasked", "skip_ge", "skip_diag",
                "diag_full", "local_idx", "inverted_causal", "causal_ignored", "mask_ignored", "inverted_mask", "lse_m",
                "lse_log_l", "lse_l", "lse_empty_zero", "strict_causal", "divide_inside_reset", "p_old_max",
-               "no_safe", "tk_from_q"]
+               "no_safe", "tk_from_q", "m_first", "drop_last_q"]
 
 
 @pytest.mark.parametrize("kind", TILED_KINDS)
@@ -336,7 +336,7 @@ def test_the_empty_row_hint_appears_only_when_only_empty_rows_differ():
 BACKWARD_KINDS = ["no_D", "D_wrong_axis", "D_no_axis", "lse_no_axis", "D_tile", "no_scale", "scale_twice",
                   "dq_no_scale", "dk_scale_twice", "p_no_scale", "p_softmax_tile", "no_diag_mask", "dv_no_transpose",
                   "dk_no_transpose", "overwrite", "D_all", "D_plus", "dv_from_out", "dk_from_dO", "local_idx",
-                  "overwrite_dq_dk", "overwrite_dq", "overwrite_dk", "D_dO", "lse_sign"]
+                  "overwrite_dq_dk", "overwrite_dq", "overwrite_dk", "D_dO", "lse_sign", "dv_dO_keys"]
 
 
 @pytest.mark.parametrize("kind", BACKWARD_KINDS)
@@ -663,3 +663,123 @@ def online_softmax_zeroing_its_nan(blocks):
         "tiled-q-not-sliced", "tiled-v-not-sliced", "linear-z-of-the-queries", "linear-denominator-of-q-only"])
 def test_slips_placed_by_the_probes(exercise, answer, words):
     named(exercise, answer, words)
+
+
+# --- the third catalogue's slips (tests/fresh_slips/lesson13c.py), written as a learner would ----------------
+def online_softmax_slip(slip):
+    """The lesson's one pass with one slip: the running maximum forgotten or kept for one block only, the block's
+    terms summed over every row and averaged, or measured from the previous maximum."""
+    def answer(blocks):
+        m, ell, previous = torch.tensor(NEG_INF), torch.tensor(0.0), torch.tensor(NEG_INF)
+        for block in blocks:
+            m_block = block.amax(-1)
+            m_new = {"block_max": m_block, "last_two": torch.maximum(previous, m_block)}.get(
+                slip, torch.maximum(m, m_block))
+            safe = torch.where(torch.isneginf(m_new), 0.0, m_new)
+            start = torch.where(torch.isneginf(m), 0.0, m) if slip == "old_max" else safe
+            terms = torch.exp(block - start[..., None])
+            ell = ell * torch.exp(m - safe) + (terms.sum(dim=0).sum() / block.size(0) if slip == "rows_mean"
+                                               else terms.sum(-1))
+            m, previous = m_new, m_block
+        return m, ell
+    return answer
+
+
+def online_softmax_with_one_wrong_maximum(blocks):
+    m, ell = ref.online_softmax(blocks)
+    return m + 0.5 * (torch.arange(len(m)) == 0), ell
+
+
+def merge_with_one_factor(which):
+    def answer(m1, l1, m2, l2):
+        m = torch.maximum(m1, m2)
+        safe = torch.where(torch.isneginf(m), 0.0, m)
+        factor = torch.exp((m1 if which == 1 else m2) - safe)
+        return m, l1 * factor + l2 * factor
+    return answer
+
+
+def tiled_slip(slip):
+    """The lesson's forward loop with one slip: m set to m_new before the rescale factor (which is then 1), or the
+    loop over the blocks of queries stopped at T_q - block_q."""
+    def answer(q, k, v, block_q, block_k, causal=False, mask=None):
+        *lead, T_q, d = q.shape
+        T_k = k.shape[-2]
+        mask = None if mask is None else torch.broadcast_to(mask, (*lead, T_q, T_k))
+        out, lse = q.new_zeros(*lead, T_q, v.shape[-1]), q.new_zeros(*lead, T_q)
+        for i0 in range(0, T_q - block_q if slip == "stop_early" and T_q > block_q else T_q, block_q):
+            i1 = min(i0 + block_q, T_q)
+            m, ell = q.new_full((*lead, i1 - i0), NEG_INF), q.new_zeros(*lead, i1 - i0)
+            acc = q.new_zeros(*lead, i1 - i0, v.shape[-1])
+            for j0 in range(0, T_k, block_k):
+                j1 = min(j0 + block_k, T_k)
+                if causal and j0 > i1 - 1:
+                    continue
+                s = q[..., i0:i1, :] @ k[..., j0:j1, :].transpose(-2, -1) / math.sqrt(d)
+                keep = torch.arange(j0, j1)[None, :] <= torch.arange(i0, i1)[:, None] if causal else None
+                if mask is not None:
+                    keep = mask[..., i0:i1, j0:j1] if keep is None else keep & mask[..., i0:i1, j0:j1]
+                if keep is not None:
+                    s = s.masked_fill(~keep, NEG_INF)
+                m_new = torch.maximum(m, s.amax(-1))
+                safe = torch.where(torch.isneginf(m_new), 0.0, m_new)
+                p = torch.exp(s - safe[..., None])
+                if slip == "m_first":
+                    m = m_new
+                rescale = torch.exp(m - safe)
+                ell = ell * rescale + p.sum(-1)
+                acc = acc * rescale[..., None] + p @ v[..., j0:j1, :]
+                m = m_new
+            seen = ell > 0
+            out[..., i0:i1, :] = torch.where(seen[..., None], acc / torch.where(seen, ell, 1.0)[..., None], 0.0)
+            lse[..., i0:i1] = torch.where(seen, m + torch.log(ell), NEG_INF)
+        return out, lse
+    return answer
+
+
+def backward_with_dO_of_the_keys(q, k, v, out, lse, grad_out, block_q, block_k, causal=False):
+    """The lesson's backward loop, dV taking grad_out's rows of the block of KEYS (it runs where the tiles are
+    square)."""
+    T_q, T_k, scale = q.shape[-2], k.shape[-2], 1 / math.sqrt(q.shape[-1])
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    D = (grad_out * out).sum(-1)
+    for i0 in range(0, T_q, block_q):
+        i1 = min(i0 + block_q, T_q)
+        for j0 in range(0, T_k, block_k):
+            j1 = min(j0 + block_k, T_k)
+            if causal and j0 > i1 - 1:
+                continue
+            s = q[..., i0:i1, :] @ k[..., j0:j1, :].transpose(-2, -1) * scale
+            if causal:
+                s = s.masked_fill(torch.arange(j0, j1)[None, :] > torch.arange(i0, i1)[:, None], NEG_INF)
+            p = torch.exp(s - lse[..., i0:i1, None])
+            ds = p * (grad_out[..., i0:i1, :] @ v[..., j0:j1, :].transpose(-2, -1) - D[..., i0:i1, None])
+            dv[..., j0:j1, :] += p.transpose(-2, -1) @ grad_out[..., j0:j1, :]
+            dq[..., i0:i1, :] += ds @ k[..., j0:j1, :] * scale
+            dk[..., j0:j1, :] += ds.transpose(-2, -1) @ q[..., i0:i1, :] * scale
+    return dq, dk, dv
+
+
+@pytest.mark.parametrize("exercise, answer, words", [
+    (check.online_softmax, online_softmax_slip("block_max"), "m is the maximum of the LAST block only"),
+    (check.online_softmax, online_softmax_slip("last_two"), r"m forgets the maxima of earlier blocks"),
+    (check.online_softmax, online_softmax_slip("rows_mean"), "l adds the same number to every row"),
+    (check.online_softmax, online_softmax_slip("old_max"),
+     r"measured from the PREVIOUS maximum, exp\(x_block − m_old\)"),
+    (check.merge_softmax_stats, merge_with_one_factor(1), "rescaled by the same factor"),
+    (check.merge_softmax_stats, merge_with_one_factor(2), "rescaled by the same factor"),
+    (check.tiled_attention, tiled_slip("m_first"), r"neither l nor acc is rescaled.*before the factor is computed"),
+    (check.tiled_attention, tiled_slip("stop_early"),
+     r"no output is computed for the last queries \(queries 8-10: all 0\).*range\(0, T_q, block_q\)"),
+    (check.tiled_attention_backward, backward_with_dO_of_the_keys, r"block of QUERIES, grad_out\[\.\.\., i0:i1, :\]"),
+], ids=["online-block-max", "online-last-two-maxima", "online-rows-mean", "online-old-max", "merge-m1-twice",
+        "merge-m2-twice", "tiled-m-first", "tiled-last-query-block", "backward-dO-of-the-keys"])
+def test_third_catalogue_slips_written_as_a_learner_would(exercise, answer, words):
+    named(exercise, answer, words)
+
+
+def test_a_wrong_maximum_is_named_by_its_row_not_by_a_nan_difference():
+    """Where no mistake explains a wrong m, the row is named (what it holds, got, expected): never the NaN that
+    −∞ − (−∞) gives in the row that is −∞ everywhere (right there)."""
+    named(check.online_softmax, online_softmax_with_one_wrong_maximum, r"m is wrong in row 0 \(random entries\)")
+    assert "nan" not in check.online_softmax.evaluate(online_softmax_slip("block_max")).message

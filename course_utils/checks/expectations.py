@@ -84,10 +84,13 @@ def expect_close(actual, expected, what, mistakes=None, atol=1e-5, rtol=1e-4, hi
     for symptom, wrong in (mistakes or {}).items():
         if _close(a, to_numpy(wrong), atol, rtol):
             raise ExerciseError(symptom)
-    symptom = generic_symptom(a, e, what, atol, rtol, dtype) or (probe(a, e, what, atol, rtol) if probe else None)
+    with np.errstate(all="ignore"):                             # (the probes' arithmetic on inf: not the answer's)
+        symptom = generic_symptom(a, e, what, atol, rtol, dtype) or (probe(a, e, what, atol, rtol) if probe else None)
     if symptom:
         raise ValuesDiffer(symptom + (f" {hint}" if hint else ""))
-    diff = np.abs(a.astype(np.float64) - e.astype(np.float64))
+    with np.errstate(invalid="ignore"):                        # (inf - inf: equal infinities differ by 0)
+        diff = np.abs(a.astype(np.float64) - e.astype(np.float64))
+    diff = np.where((a == e) | (np.isnan(a) & np.isnan(e)), 0.0, np.nan_to_num(diff, nan=np.inf))
     where = np.unravel_index(np.argmax(diff), diff.shape) if diff.ndim else ()
     raise ValuesDiffer(f"{what}: {BARE} {diff.max():.3g} at index "
                        f"{tuple(int(i) for i in where)}: got {a[where]:.4g}, expected {e[where]:.4g})."

@@ -48,7 +48,7 @@ def step_variant(q, k, v, cache_k, cache_v, kind):
         used_k, used_v = k_rot, v
     mask = causal_mask(t + 1)[:1] if kind == "mask_row0" else None   # the causal mask's first row
     scale = {"scale_1/d": 1 / q.size(-1), "no_scale": 1.0, "scale_d_model": 1 / math.sqrt(q.size(-1) * q.size(1)),
-             "scale_after": 1.0}.get(kind)
+             "scale_after": 1.0, "scale_keys": 1 / math.sqrt(t + 1), "scale_cache": 1 / math.sqrt(max(t, 1))}.get(kind)
     if scale is not None or kind == "softmax_queries":
         scores = q_rot @ used_k.transpose(-2, -1) * (scale or 1 / math.sqrt(q.size(-1)))
         weights = scores.softmax(-2 if kind == "softmax_queries" else -1)
@@ -67,8 +67,11 @@ STEP_MISTAKES = {
             "apply_rope(..., torch.tensor([t]))",
     "pos+1": "the position is off by one: the cache holds positions 0..t-1, so the newest token is at position "
              "t = cache_k.size(2), not t+1",
-    "q_only": "only q is rotated: rotate the new key too, at the same position t (the cached keys are stored "
-              "rotated, and q_m · k_n must see the distance m - n)",
+    "q_only": "the new key you append (and attend to) is k as it came, unrotated, while q is rotated at t: k not "
+              "rotated, rotated at position 0 (which is no rotation), or appended BEFORE it was rotated (the "
+              "rotated copy then goes unused). Rotate k at position t first, then append the rotated key, "
+              "torch.cat([cache_k, apply_rope(k, torch.tensor([t]))], dim=2): the cached keys are stored rotated, "
+              "so that q_m · k_n sees the distance m - n",
     "k_only": "only k is rotated: rotate the query too, at the same position t",
     "rotate_again": "the cached keys are rotated again: they were rotated at their own positions when they were "
                     "added, so rotate only the NEW key (at t), then append it",
@@ -84,6 +87,10 @@ STEP_MISTAKES = {
     "scale_after": "the weights are divided by √d AFTER the softmax: divide the scores q kᵀ by √d before it (the "
                    "weights then sum to 1)",
     "scale_1/d": "the scores are divided by d: divide q kᵀ by √d (d = q.size(-1), the head's size)",
+    "scale_keys": "the scores are divided by √(t+1), the number of keys (cache_k.size(2) after appending): divide "
+                  "q kᵀ by √d, the head's size (d = q.size(-1)), the same at every step",
+    "scale_cache": "the scores are divided by √t, the cache's length (cache_k.size(2) before appending): divide "
+                   "q kᵀ by √d, the head's size (d = q.size(-1)), the same at every step",
     "no_scale": "the scores are not scaled: divide q kᵀ by √d (d = q.size(-1), the head's size)",
     "softmax_queries": "the softmax runs over the queries (dim=-2): take it over the keys, the last axis, so that "
                        "the newest query's weights over the t+1 keys sum to 1",
@@ -279,6 +286,8 @@ def gqa_variant(q, k, v, mask, kind):
         ks, vs = k[:, :1].expand(B, h, T, d), v[:, :1].expand(B, h, T, d)
     if kind == "mean":
         ks, vs = k.mean(1, keepdim=True).expand(B, h, T, d), v.mean(1, keepdim=True).expand(B, h, T, d)
+    if kind in ("v_from_k", "k_from_v"):           # a copy-pasted line: one tensor repeated for both
+        ks, vs = (ks, ks) if kind == "v_from_k" else (vs, vs)
     scale = {"no_scale": 1.0, "scale_1/d": 1 / d, "scale_d_model": 1 / math.sqrt(h * d)}.get(kind)
     if scale is not None:
         return _manual(q, ks, vs, mask, scale)
@@ -305,6 +314,10 @@ GQA_MISTAKES = {
                     "j // (h / h_kv); repeat both the same way (repeat_interleave along dim 1)",
     "first": "every query head uses the first key/value head: head j uses key/value head j // (h / h_kv)",
     "mean": "the key/value heads are averaged: each key/value head serves its own group of query heads",
+    "v_from_k": "the values are the keys, repeated (a copy-pasted line?): repeat v for the values, "
+                "v.repeat_interleave(h // h_kv, dim=1), and k for the keys",
+    "k_from_v": "the keys are the values, repeated (a copy-pasted line?): repeat k for the keys, "
+                "k.repeat_interleave(h // h_kv, dim=1), and v for the values",
     "no_mask": "the mask is not applied: pass it to the attention (here: causal)",
     "inverted": "the mask is inverted: True means MAY attend (the causal mask is True on and below the diagonal)",
     "inverted_nan": "the mask is inverted (masked_fill(mask, -inf) hides the allowed keys): True means MAY attend; "

@@ -35,6 +35,7 @@ from .lesson11_mistakes import (
     causal_weight_mistakes,
     patch_mistakes,
     patch_shape_symptom,
+    scores_for_weights,
     square_only,
     wrong_weights_beside_right_output,
 )
@@ -294,6 +295,8 @@ def causal_attention_block(ev: Evaluation, answer):
         result = call(ev, answer, x, W_q, W_k, W_v, errors=causal_block_errors(B, T, d_in, d_key, d_value))
         out, weights = expect_returns(result, (ref_out, ref_w), ("out", "weights"))
         expect_shape(weights, (B, T, T), "weights")
+        symptom = scores_for_weights(weights, x, W_q, W_k)
+        expect(symptom is None, symptom)
         try:
             ev.expect_close(weights, ref_w, "weights", mistakes=causal_weight_mistakes(x, W_q, W_k, W_v))
         except ValuesDiffer:                       # no listed mistake: named when the output is right
@@ -316,6 +319,10 @@ def causal_attention_block(ev: Evaluation, answer):
             "the values themselves are concatenated, not the read-out: read = weights @ v, the weighted sum of the "
             "values of the steps s <= t.": torch.cat([x, v], -1),
         }
+        for name, W in (("W_k", W_k), ("W_q", W_q)):       # a copy-pasted line: the values made with another matrix
+            mistakes[f"the values are computed with {name}, not W_v (a copy-pasted line?): v = x @ W_v, of d_value = "
+                     f"{d_value} features; {name} only makes the {'keys' if name == 'W_k' else 'queries'} of the "
+                     "scores."] = torch.cat([x, ref_w @ (x @ W)], -1)
         width = out.shape[-1] if hasattr(out, "shape") and tuple(out.shape[:2]) == (B, T) else d_in + d_value
         expect(width == d_in + d_value or any(tuple(m.shape) == tuple(out.shape) for m in mistakes.values()),
                f"the output has {width} features, not d_in + d_value = {d_in + d_value}: it is [x, read], x itself "

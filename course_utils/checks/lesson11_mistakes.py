@@ -335,6 +335,19 @@ def causal_weight_mistakes(x, W_q, W_k, W_v):
     return mistakes
 
 
+def scores_for_weights(weights, x, W_q, W_k):
+    """The symptom when `weights` are the scores q·k/√d_key (or q·k) at every s <= t, whatever fills the later ones
+    (-inf, a large negative number): the softmax is missing from what is returned. Else None."""
+    got, keep = torch.as_tensor(weights).detach().float(), causal_mask(x.shape[1])
+    raw = (x @ W_q) @ (x @ W_k).transpose(1, 2)
+    for scores, what in ((raw / math.sqrt(W_q.shape[1]), "q·k/√d_key"), (raw, "q·k, not even scaled by 1/√d_key")):
+        if got.shape == scores.shape and torch.allclose(got[:, keep], scores[:, keep], atol=1e-4, rtol=1e-4):
+            return (f"the weights you return are the masked scores {what}, not the weights: the weights are their "
+                    "softmax over the keys, torch.softmax(scores, dim=-1) after masking; return those (the ones the "
+                    "read-out is made with).")
+    return None
+
+
 def wrong_weights_beside_right_output(weights, T):
     """The symptom of `weights` that are wrong beside an output that is right (weights made up beside a read-out
     computed otherwise, e.g. by F.scaled_dot_product_attention, which returns none); uniform ones named."""

@@ -260,9 +260,10 @@ def cached_attention_step(ev: Evaluation, answer):
         mistakes = distinct({STEP_MISTAKES[k]: v[0] for k, v in variants.items()}, ref[0])
         with explained(functools.partial(unnormalised, ev, STEP_ERRORS, answer, args, (2, 4), "out")):
             ev.expect_close(out, ref[0], f"out at step t={t}", mistakes={**mistakes, **position_mistakes(args, ref[0])})
-        key_mistakes = {   # a key rotated at position 0 is not rotated at all: one message for both
-            "the key appended to the cache is not rotated (or rotated at position 0): store apply_rope(k, [t]), the "
-            "key rotated at its position t (the cached keys are used as they are at every later step)":
+        key_mistakes = {   # not rotated, rotated at 0 (no rotation), appended before rotating: one message
+            "the key appended to the cache is not rotated (or rotated at position 0, which is no rotation, or "
+            "appended before it was rotated): store apply_rope(k, [t]), the key rotated at its position t (the "
+            "cached keys are used as they are at every later step)":
                 variants["q_only"][1],
             STEP_MISTAKES["pos+1"]: variants["pos+1"][1], STEP_MISTAKES["rotate_again"]: variants["rotate_again"][1],
             STEP_MISTAKES["rotate_all"]: variants["rotate_all"][1],

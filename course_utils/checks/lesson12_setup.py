@@ -145,11 +145,18 @@ def wrong_part(ev, module, reference, tokens):
 
 def unnormalised(ev, errors, answer, args, values, what):
     """A message when `answer`, given values (the arguments at the indices `values`) that are all 1, does not
-    return 1 everywhere: the weights of a query do not sum to 1. None when they do."""
-    args = [torch.ones_like(a) if i in values else a for i, a in enumerate(args)]
-    out = call_naming(ev, errors, answer, *args)
-    out = out[0] if isinstance(out, (tuple, list)) else out
+    return 1 everywhere: the weights of a query do not sum to 1, or (when values all 2 give the same output) the
+    values are not what the weights multiply. None when it returns 1."""
+    def run(fill):
+        out = call_naming(ev, errors, answer, *[torch.full_like(a, fill) if i in values else a
+                                                for i, a in enumerate(args)])
+        return out[0] if isinstance(out, (tuple, list)) else out
+    out = run(1.0)
     if hasattr(out, "shape") and not np.allclose(to_numpy(out), 1.0, atol=1e-4):
+        twice = run(2.0)
+        if hasattr(twice, "shape") and twice.shape == out.shape and np.allclose(to_numpy(twice), to_numpy(out)):
+            return (f"{what} does not change when the values change (all 1, then all 2): the read-out is the weights "
+                    "times the values v you are given; check that it is v, not k or q, that the weights multiply")
         return (f"with every value equal to 1 {what} should be 1 everywhere, and it is not: the weights of a query "
                 "must sum to 1 over the keys it may see (a softmax over the last axis, the masked scores set to "
                 "-inf before it, each score q·k divided by √d before it)")

@@ -6,7 +6,8 @@ reference attention and autograd's gradients of it, the quadratic form of the ke
 lesson's own tiled code. Each check also tests the point of its exercise (lesson13_probes.py): ONE pass over
 blocks that are handed out one at a time, the causal tiles never computed, nothing of size T_q x T_k built.
 The typical mistakes are the same loops with one line wrong (lesson13_mistakes.py), named when an answer
-gives their values; the inputs and the formula's values on them are in lesson13_inputs.py.
+gives their values (the messages in lesson13_symptoms.py, the crashes of typical slips named in
+lesson13_crashes.py); the inputs and the formula's values on them are in lesson13_inputs.py.
 """
 import functools
 
@@ -19,6 +20,7 @@ from . import lesson13_symptoms as say
 from .core import ExerciseError, exercise, expect, expect_returns, expect_shape, randn, single_threaded, to_numpy
 from .evaluation import Evaluation
 from .expectations import explained
+from .lesson13_crashes import forward_failure, naming_crashes
 from .lesson13_inputs import NEG_INF
 from .lesson13_inputs import backward_inputs as _backward_inputs
 from .lesson13_inputs import blocks as _blocks
@@ -36,6 +38,7 @@ from .lesson13_probes import (
     moves_earlier_outputs,
     normalised,
     quadratic_symptom,
+    tail_missing,
     tile_ranges,
     tiles_above_computed,
     tiles_skipped,
@@ -54,7 +57,7 @@ def _nan_free(x, what, symptom):
 # ---------------------------------------------------------------------------------------------
 @exercise("the online softmax", name="online_softmax", reference=ref.online_softmax)
 @single_threaded
-@say.naming_crashes
+@naming_crashes
 def online_softmax(ev: Evaluation, answer):
     """answer(blocks) -> (m (R,), l (R,)): m = max of each row, l = Σ exp(x − m), in one pass over the blocks
     (R, b) that `column_blocks` hands out one at a time and once (a block read after the next one is NaN)."""
@@ -86,13 +89,14 @@ def online_softmax(ev: Evaluation, answer):
         expect(not hasattr(m, "shape") or tuple(m.shape) != (), say.ONLINE["max_all"])
         expect_shape(m, (6,), "m")
         expect_shape(ell, (6,), "l")
-        m_kinds = ("max_wrong_axis", "stale_max", "no_guard", "init_zero")
+        m_kinds = ("max_wrong_axis", "stale_max", "no_guard", "init_zero", "block_max_only")
         _name(m, expected[0], {k: say.ONLINE[k] for k in m_kinds}, lambda kind: values(kind)[0])
-        ev.expect_close(m, expected[0], f"m, the maximum of each row (block_size={block})",
-                        hint="m must end as the maximum of the row: m = max(m, max of the block) at every block.")
+        with explained(functools.partial(say.online_max_rows, m, expected[0])):   # (not a NaN from −∞ − (−∞))
+            ev.expect_close(m, expected[0], f"m, the maximum of each row (block_size={block})",
+                            hint="m must end as the maximum of the row: m = max(m, max of the block) at every block.")
         l_kinds = ("no_rescale", "flipped", "flipped_safe", "stale_max", "no_guard", "old_max", "no_shift",
                    "max_wrong_axis", "init_zero", "sum_wrong_axis", "no_guard_zeroed", "block_max",
-                   "block_max_no_rescale", "lse")
+                   "block_max_no_rescale", "lse", "old_max_safe", "sum_rows_mean")
         _name(ell, expected[1], {k: say.ONLINE[k] for k in l_kinds}, lambda kind: values(kind)[1])
         _nan_free(ell, "l", say.NO_GUARD)
         with explained(functools.partial(say.online_rows, ell, expected[1])):
@@ -106,7 +110,7 @@ def online_softmax(ev: Evaluation, answer):
 # ---------------------------------------------------------------------------------------------
 @exercise("merging two partial softmax statistics", name="merge_softmax_stats", reference=ref.merge_softmax_stats)
 @single_threaded
-@say.naming_crashes
+@naming_crashes
 def merge_softmax_stats(ev: Evaluation, answer):
     """answer(m1, l1, m2, l2) -> (m, l) of the whole row, for every split point of some rows."""
     g = ev.rng(20)
@@ -133,7 +137,7 @@ def merge_softmax_stats(ev: Evaluation, answer):
             ev.expect_close(m, m_true, f"m (split after {split} of {n} entries)")
         _name(ell, l_true, {k: say.MERGE[k] for k in ("no_rescale", "flipped", "flipped_safe", "no_guard",
                                                      "one_rescaled", "other_rescaled", "to_min", "from_m1",
-                                                     "from_m2")},
+                                                     "from_m2", "same_factor_m1", "same_factor_m2")},
               lambda kind, v=v: v[kind][1])
         _nan_free(ell, "l", say.NO_GUARD)
         with explained(functools.partial(say.merge_rows, ell, l_true, m1, m2)):
@@ -147,7 +151,7 @@ def merge_softmax_stats(ev: Evaluation, answer):
 # ---------------------------------------------------------------------------------------------
 _OUT_KINDS = ("acc_not_rescaled", "l_not_rescaled", "divide_inside", "divide_inside_twice", "divide_inside_reset",
               "scale_d", "no_scale", "scale_times", "drop_tail", "no_guard", "p_old_max", "no_safe",
-              "tk_from_q")
+              "tk_from_q", "m_first")
 _CAUSAL_KINDS = ("wrong_side", "wrong_side_unmasked", "skip_ge", "skip_diag", "diag_full", "local_idx",
                  "inverted_causal", "causal_ignored", "strict_causal")
 _MASK_KINDS = ("mask_ignored", "inverted_mask")
@@ -165,7 +169,7 @@ def _returned(ev: Evaluation, result, expected, T_q, T_k):
 def _check_forward(ev: Evaluation, answer, q, k, v, bq, bk, causal=False, mask=None, what=""):
     """One call of the learner's tiled_attention, compared with the formula; its mistakes named."""
     expected = _expected(q, k, v, causal, mask)
-    with say.forward_failure(mask, bq, q.shape[-2], v.shape[-1], bk):
+    with forward_failure(mask, bq, q.shape[-2], v.shape[-1], bk):
         result = ev.call(answer, q, k, v, bq, bk, causal=causal, mask=mask)
     out, lse = _returned(ev, result, expected, q.shape[-2], k.shape[-2])
     if hasattr(out, "shape") and tuple(out.shape) == tuple(q.shape) != tuple(expected[0].shape) and _same(out, q):
@@ -182,6 +186,8 @@ def _check_forward(ev: Evaluation, answer, q, k, v, bq, bk, causal=False, mask=N
         return cache[kind] or (None, None)
 
     _name(out, expected[0], {kind: say.TILED[kind] for kind in kinds}, lambda kind: values(kind)[0])
+    tail = tail_missing(out, expected[0])
+    expect(tail is None, say.TILED["drop_last_q"].format(rows=tail))
     if causal and not _same(out, expected[0]):
         expect(not moves_earlier_outputs(ev, answer, q, k, v, q.shape[-2] // 2, _out_of(ev, bq, bk)),
                say.TILED["leak"])
@@ -213,7 +219,7 @@ def _out_of(ev: Evaluation, bq, bk):
 
 @exercise("tiled attention: the forward pass", name="tiled_attention", reference=ref.tiled_attention)
 @single_threaded
-@say.naming_crashes
+@naming_crashes
 def tiled_attention(ev: Evaluation, answer):
     """answer(q, k, v, block_q, block_k, causal=False, mask=None) -> (out (..., T_q, d_v), lse (..., T_q)), equal
     to the formula for several block sizes, causal or not, with padding and fully masked rows; the causal tiles
@@ -230,7 +236,7 @@ def tiled_attention(ev: Evaluation, answer):
     g = ev.rng(500)
     q, k, v = randn(g, 1, 2, 64, 8), randn(g, 1, 2, 64, 8), randn(g, 1, 2, 64, 8)
     for causal, mask in ((False, None), (True, (torch.arange(64) < 50)[None, None, None, :])):
-        with say.forward_failure(mask, 8, 64, 8):
+        with forward_failure(mask, 8, 64, 8):
             _, elements, shape = largest_tensor(ev, answer, q, k, v, 8, 8, causal=causal, mask=mask)
         symptom = quadratic_symptom(elements, shape, (1, 2), 64, 64, "your tiled_attention")
         expect(symptom is None, say.TILED["quadratic"].format(symptom=symptom))
@@ -281,7 +287,7 @@ def tiled_attention(ev: Evaluation, answer):
 _BACKWARD_KINDS = ("no_D", "D_wrong_axis", "D_no_axis", "D_all", "D_plus", "lse_no_axis", "D_tile", "no_scale",
                    "scale_twice", "dq_no_scale", "dk_scale_twice", "p_no_scale", "p_softmax_tile", "dv_no_transpose",
                    "dk_no_transpose", "dv_from_out", "dk_from_dO", "overwrite", "overwrite_dq_dk", "overwrite_dq",
-                   "overwrite_dk", "D_dO", "lse_sign")
+                   "overwrite_dk", "D_dO", "lse_sign", "dv_dO_keys")
 
 
 def _dq_of(ev: Evaluation, out, lse, grad_out, bq, bk):
@@ -294,7 +300,7 @@ def _dq_of(ev: Evaluation, out, lse, grad_out, bq, bk):
 @exercise("tiled attention: the backward pass", name="tiled_attention_backward",
           reference=ref.tiled_attention_backward)
 @single_threaded
-@say.naming_crashes
+@naming_crashes
 def tiled_attention_backward(ev: Evaluation, answer):
     """answer(q, k, v, out, lse, grad_out, block_q, block_k, causal=False) -> (dq, dk, dv), equal to autograd's
     gradients; the causal tiles above the diagonal skipped; no tensor of size T_q x T_k built."""
@@ -349,7 +355,7 @@ def tiled_attention_backward(ev: Evaluation, answer):
 # ---------------------------------------------------------------------------------------------
 @exercise("linear attention", name="linear_attention", reference=ref.linear_attention)
 @single_threaded
-@say.naming_crashes
+@naming_crashes
 def linear_attention(ev: Evaluation, answer):
     """answer(q, k, v) -> phi(q) (phi(k)^T v) / (phi(q) . sum_j phi(k_j)), phi(x) = elu(x) + 1: equal to the
     quadratic form with weights phi(q_t).phi(k_j) / sum_j' phi(q_t).phi(k_j'); no T_q x T_k tensor built."""

@@ -32,10 +32,16 @@ def online(blocks, kind="ok"):
             start = 0.0 if kind == "init_zero" else NEG_INF
             m, ell = torch.full(block.shape[:-1], start), torch.zeros(block.shape[:-1])
         m_new = torch.maximum(m, block.amax(dim=0 if kind == "max_wrong_axis" else -1))
+        if kind == "block_max_only":                   # the running maximum forgotten: m = the block's maximum
+            m_new = block.amax(dim=-1)
         guard = kind not in ("no_guard", "no_guard_zeroed")           # (zeroed: NaN turned into 0 at the end)
         ms = safe(m_new) if guard else m_new
         if kind == "old_max":                          # exp(x_block - m_old): inf at the first block
             p_sum = torch.exp(block - m[..., None]).sum(dim=-1)
+        elif kind == "old_max_safe":                   # exp(x_block - m_old), guarded: exp(x_block) at the first
+            p_sum = torch.exp(block - safe(m)[..., None]).sum(dim=-1)
+        elif kind == "sum_rows_mean":                  # every term of the block summed, averaged over its rows
+            p_sum = torch.exp(block - ms[..., None]).sum() / block.shape[0]
         elif kind == "no_shift":                       # l = sum exp(x), not measured from any maximum
             p_sum = torch.exp(block).sum(dim=-1)
         elif kind == "sum_wrong_axis":                 # the block's sum over its rows (dim 0): (b,), broadcast
@@ -97,6 +103,9 @@ def merge(m1, l1, m2, l2, kind="ok"):
         return m, l1 + l2 * torch.exp(m2 - safe(m1))
     if kind == "from_m2":                              # l1 moved to m2 (not to m), l2 kept as it is
         return m, l1 * torch.exp(m1 - safe(m2)) + l2
+    if kind in ("same_factor_m1", "same_factor_m2"):   # copy-paste: one part's factor used for both
+        factor = torch.exp((m1 if kind == "same_factor_m1" else m2) - ms)
+        return m, l1 * factor + l2 * factor
     return m, l1 * torch.exp(m1 - ms) + l2 * torch.exp(m2 - ms)
 
 
@@ -145,6 +154,8 @@ def tiled(q, k, v, block_q, block_k, causal=False, mask=None, kind="ok"):
         k, v, T_k = k[..., :T_q, :], v[..., :T_q, :], min(T_q, T_k)
         mask = None if mask is None else mask[..., :T_k]
     stop_q, stop_k = (T_q - T_q % block_q, T_k - T_k % block_k) if kind == "drop_tail" else (T_q, T_k)
+    if kind == "drop_last_q":                          # range(0, T_q - block_q, block_q): the last block missing
+        stop_q = T_q - block_q if T_q > block_q else T_q
     scale = SCALES[kind](d) if kind in SCALES else 1 / math.sqrt(d)
     out, lse = torch.zeros(*lead, T_q, d_v), torch.full((*lead, T_q), NEG_INF)
     for i0 in range(0, stop_q, block_q):
@@ -166,7 +177,7 @@ def tiled(q, k, v, block_q, block_k, causal=False, mask=None, kind="ok"):
             m_new = torch.maximum(m, s.amax(dim=-1))
             ms = m_new if kind in ("no_guard", "no_safe") else safe(m_new)     # (no_safe: out still guarded)
             p = torch.exp(s - (safe(m) if kind == "p_old_max" else ms)[..., None])   # (old max: before this tile)
-            rescale = torch.exp(m - ms)
+            rescale = torch.exp((m_new if kind == "m_first" else m) - ms)     # (m_first: m = m_new too early)
             ell = (ell if kind == "l_not_rescaled" else ell * rescale) + p.sum(dim=-1)
             acc = (acc if kind == "acc_not_rescaled" else acc * rescale[..., None]) + p @ v[..., j0:j1, :]
             if kind in ("divide_inside", "divide_inside_twice"):
@@ -233,6 +244,8 @@ def backward(q, k, v, out, lse, grad_out, block_q, block_k, causal=False, kind="
             if kind == "D_plus":
                 ds = p * (dp + D[..., i0:i1, None])
             dv_tile = (p @ do_i) if kind == "dv_no_transpose" else p.transpose(-2, -1) @ do_i
+            if kind == "dv_dO_keys":                                          # dO sliced with the KEY block
+                dv_tile = p.transpose(-2, -1) @ grad_out[..., j0:j1, :]
             if kind == "dv_from_out":
                 dv_tile = p.transpose(-2, -1) @ out[..., i0:i1, :]
             dk_tile = (ds @ q_i if kind == "dk_no_transpose" else ds.transpose(-2, -1) @ q_i) * grad_scale

@@ -19,6 +19,8 @@
   answer right without the causal mask (or without the mask) and wrong with it; the weights of a query not
   summing to 1 (values all 1 must give outputs of 1).
 - `d_rows(...)`: a backward pass whose dq moves at queries whose dO is 0 (D, or dO, taken from other rows).
+- `tail_missing(out, expected)`: a forward pass whose last queries got no output at all (all 0, everything
+  before them right): its loop over the blocks of queries stopped early.
 - `tiles_skipped(...)`: which tiles on or below the diagonal a causal answer skipped (a wrong causal test): the
   values of one block of keys are changed; the queries that see some of those keys must move, and none of a
   block of them does when their tile was never computed.
@@ -93,6 +95,22 @@ def tiles_skipped(ev: Evaluation, answer, q, k, v, block_q, block_k, run):
             if max(i0, j0) < i1 and not changed[max(i0, j0):i1].any():
                 skipped.append((a, b))
     return skipped
+
+
+def tail_missing(out, expected):
+    """'queries 8-10' when the outputs (..., T_q, d_v) are right up to some query t and all 0 from t on where the
+    formula's are not, else None."""
+    a, e = to_numpy(out).astype(np.float64), to_numpy(expected).astype(np.float64)
+    if a.shape != e.shape or not a.ndim >= 2:
+        return None
+    a, e = a.reshape(-1, *a.shape[-2:]), e.reshape(-1, *e.shape[-2:])
+    wrong = ~np.isclose(a, e, atol=1e-5, rtol=1e-4).all(axis=(0, 2))
+    if not wrong.any():
+        return None
+    t, T = int(np.argmax(wrong)), a.shape[-2]
+    if not (a[:, t:, :] == 0).all():
+        return None
+    return f"query {t}" if t == T - 1 else f"queries {t}-{T - 1}"
 
 
 def tile_ranges(tiles, block_q, block_k, T_q, T_k):

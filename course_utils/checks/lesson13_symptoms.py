@@ -1,11 +1,7 @@
 """What lesson 13's checks say, mistake by mistake, in the lesson's notation: {kind: symptom} for each exercise
 (the kinds are those of lesson13_mistakes.py, plus the properties the probes test: two passes, tiles above the
 diagonal computed, a T_q x T_k tensor built); and `name(...)`, which says the symptom of the first mistake
-whose values an answer has; the crashes of typical slips, named (`naming_crashes`, `forward_failure`)."""
-import contextlib
-import functools
-import re
-
+whose values an answer has (the crashes of typical slips are named in lesson13_crashes.py)."""
 import numpy as np
 
 from .core import ExerciseError, to_numpy
@@ -87,6 +83,38 @@ ONLINE["lse"] = ("l is the log-sum-exp m + log l: return the normaliser itself, 
                  "−∞ only); the log-sum-exp L = m + log l is what the tiled forward pass returns later")
 
 
+ONLINE["block_max_only"] = ("m is the maximum of the LAST block only (the running maximum is forgotten): update it "
+                            "with every block, m_new = max(m, max of the block) = torch.maximum(m, "
+                            "block.amax(dim=-1)), so that m ends as the maximum of the whole row, even when that lies "
+                            "in an earlier block")
+ONLINE["old_max_safe"] = ("each block's terms are measured from the PREVIOUS maximum, exp(x_block − m_old), while the "
+                          "old l is rescaled to the new one: measure them from the maximum after this block, "
+                          "exp(x_block − m_new), l = l·e^(m_old − m_new) + Σ exp(x_block − m_new)")
+ONLINE["sum_rows_mean"] = ("l adds the same number to every row: the block's terms are summed over ALL its rows and "
+                           "averaged; each row's l adds up its OWN terms, Σ exp(x_block − m_new) over the block's "
+                           "columns (dim=-1), one number per row")
+ONLINE["forgets_max"] = ("m ends below the row's maximum in the row whose maximum lies in its first block (sorted in "
+                         "descending order), and is right in the row whose maximum comes last: m forgets the maxima "
+                         "of earlier blocks. Keep the running maximum, m = torch.maximum(m, block.amax(dim=-1)) at "
+                         "every block")
+ROWS = ("random entries", "sorted in ascending order: its maximum in the last block", "with −∞ entries",
+        "its first 4 entries −∞", "−∞ everywhere: m = −∞", "sorted in descending order: its maximum in the first block")
+
+
+def online_max_rows(got, expected):
+    """What the rows of the online softmax's check (online_inputs) say about a wrong m: a maximum of earlier blocks
+    forgotten, else the first wrong row, what it holds, got and expected (never a NaN difference of −∞ and −∞)."""
+    g, e = to_numpy(got).astype(np.float64), to_numpy(expected).astype(np.float64)
+    wrong = np.flatnonzero(~np.isclose(g, e, atol=1e-5, rtol=1e-4))
+    if not wrong.size:
+        return None
+    if 5 in wrong and 1 not in wrong and g[5] < e[5]:
+        return ONLINE["forgets_max"]
+    r = int(wrong[0])
+    return (f"m is wrong in row {r} ({ROWS[r] if r < len(ROWS) else 'of the input'}): got {g[r]:.4g}, expected "
+            f"{e[r]:.4g}. m must end as the maximum of the row: m = max(m, max of the block) at every block")
+
+
 def online_rows(got, expected):
     """What the rows of the online softmax's check (online_inputs: rows 2 and 3 hold blocks of −∞, row 4 is −∞
     everywhere) say about a wrong l, when only some of them are wrong; else None."""
@@ -116,6 +144,10 @@ MERGE["from_m1"] = ("one normaliser is moved to the OTHER part's maximum, l2·e^
                     "other normaliser is never rescaled; move both to m = max(m1, m2), l = l1·e^(m1 − m) + "
                     "l2·e^(m2 − m)")
 MERGE["from_m2"] = MERGE["from_m1"]
+MERGE["same_factor_m1"] = ("both normalisers are rescaled by the same factor (e^(m1 − m) for both, or e^(m2 − m): a "
+                           "copy-paste?): each moves from its OWN maximum to m = max(m1, m2), l = l1·e^(m1 − m) + "
+                           "l2·e^(m2 − m)")
+MERGE["same_factor_m2"] = MERGE["same_factor_m1"]
 
 
 def merge_rows(got, expected, m1, m2):
@@ -213,6 +245,13 @@ TILED["skipped_visible"] = ("the causal test skips tiles that hold keys their qu
                             + _SKIP_RULE + ", the tiles on the diagonal included")
 TILED["divide_inside_twice"] = TILED["divide_inside_reset"] = TILED["divide_inside"]
 TILED["wrong_side_unmasked"] = TILED["wrong_side"]
+TILED["m_first"] = ("neither l nor acc is rescaled when the maximum grows: their factor e^(m_old − m_new) comes out 1, "
+                    "as it does when m is set to m_new before the factor is computed. Compute rescale = exp(m − m_new) "
+                    "from the OLD m (with the safe m_new), rescale l and acc with it, and only then set m = m_new")
+TILED["drop_last_q"] = ("no output is computed for the last queries ({rows}: all 0): the loop over the blocks of "
+                        "queries stops before them, as range(0, T_q − block_q, block_q) does; loop with range(0, T_q, "
+                        "block_q) and i1 = min(i0 + block_q, T_q), so that every query is in a block (the last one "
+                        "shorter when block_q does not divide T_q)")
 BACKWARD = {
     "no_D": ("dS = P ∘ dP: the term D_i is missing. dS = P ∘ (dP − D_i), with D_i = rowsum(dO_i ∘ O_i), one number "
              "per query (the softmax subtracts the weighted mean of dP)"),
@@ -267,6 +306,8 @@ BACKWARD = {
                   "use it for the tile's share of dq, dk, dv, and drop it: nothing of size T_q x T_k is kept between "
                   "the passes or built in the backward one"),
 }
+BACKWARD["dv_dO_keys"] = ("dV_j = P_ijᵀ dO_i: the gradient's rows are those of the block of QUERIES, "
+                          "grad_out[..., i0:i1, :] (dO_i), not of the block of keys [..., j0:j1, :]")
 BACKWARD["D_rows"] = ("with dO zero at every query but one, dq of the other queries should be 0 (their dP = "
                       "dO_i V_jᵀ and D_i = rowsum(dO_i ∘ O_i) are 0), and yours is not at queries {rows}: each "
                       "query's dS_i = P_i ∘ (dP_i − D_i) must use its OWN row, dO_i = grad_out[..., i0:i1, :] and "
@@ -309,68 +350,3 @@ LINEAR = {
                   "time and memory linear in T"),
 }
 
-
-# ---------------------------------------------------------------------------------------------
-# The crashes of typical slips, named
-# ---------------------------------------------------------------------------------------------
-RAISED = "your function raised "
-CRASHES = [
-    (r"must be Tensor, not torch\.return_types\.(max|min)",
-     "`x.max(dim=...)` returns two things, (values, indices), not a tensor: take x.amax(dim=-1) (or "
-     "x.max(dim=-1).values)"),
-    (r"Boolean value of Tensor with more than one value is ambiguous",
-     "Python's max() (or an `if`) compared whole tensors of several values: take the maximum element by element "
-     "with torch.maximum(m, x.amax(dim=-1)), and choose per row with torch.where"),
-]
-NO_AXIS = ("a number per query (the rescale factor e^(m_old − m_new), or l) multiplies or divides acc (..., block_q, "
-           "d_v) without a last axis: give it one, rescale[..., None]")
-SLICES = ("a tile of your loop meets the whole sequence (the sizes {a} and {b} do not fit): slice q to the block of "
-          "queries, q[..., i0:i1, :], and k and v to the block of keys, [..., j0:j1, :]")
-STATE_SIZE = ("m, l and acc are made once, for a full block of {bq} queries: make them afresh for EACH block of "
-              "queries, with i1 − i0 rows (the last block is shorter when block_q does not divide T_q)")
-
-
-def _renamed(error, symptom):
-    raised, _, rest = str(error)[len(RAISED):].partition("\n")
-    where = "\n".join(line for line in rest.splitlines() if "called with" not in line)
-    return ExerciseError(f"{symptom}\n  (PyTorch: {raised[:200]})" + (f"\n{where}" if where.strip() else ""))
-
-
-def naming_crashes(check):
-    """`check(ev, answer)` whose learner crashes listed in CRASHES are named (the PyTorch message kept below)."""
-    @functools.wraps(check)
-    def run(ev, answer):
-        try:
-            return check(ev, answer)
-        except ExerciseError as error:
-            if str(error).startswith(RAISED):
-                for pattern, symptom in CRASHES:
-                    if re.search(pattern, str(error).partition("\n")[0]):
-                        raise _renamed(error, symptom) from None
-            raise
-    return run
-
-
-@contextlib.contextmanager
-def forward_failure(mask, block_q, T_q, d_v, block_k=None):
-    """The tiled forward pass failing on a mask (sliced before it was broadcast, or the wrong way round), or
-    without one: with running statistics the size of a full block of queries, or a number per query without its
-    last axis, is named."""
-    try:
-        yield
-    except ExerciseError as error:
-        text = str(error)
-        if not text.startswith(RAISED):
-            raise
-        if mask is not None:
-            raise _renamed(error, TILED["mask_not_broadcast"].format(shape=tuple(mask.shape))) from None
-        sizes = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", text)
-        sizes = {int(sizes[1]), int(sizes[2])} if sizes else set()
-        if T_q % block_q and sizes == {block_q, T_q % block_q}:
-            raise _renamed(error, STATE_SIZE.format(bq=block_q)) from None
-        if len(sizes) == 2 and d_v in sizes and d_v != block_q and sizes & {block_q, T_q % block_q}:
-            raise _renamed(error, NO_AXIS) from None
-        numbers = [int(n) for n in re.findall(r"\d+", text.partition("\n")[0])]
-        if T_q in numbers and {block_q, block_k} & set(numbers) and T_q not in (block_q, block_k):
-            raise _renamed(error, SLICES.format(a=min(block_q, block_k or block_q), b=T_q)) from None
-        raise

@@ -53,6 +53,11 @@ def _dense_mistakes(x, W_f, W_g, d):
                  f"by d steps, with d zeros on the left."] = cat(_gated(x, W_f, W_g, _delayed(x, 1)))
     mistakes[f"the delayed sequence is x itself, not x_{{t−d}}: after padding d = {d} zeros on the left, keep the "
               "FIRST T steps ([:, :T]); the last T steps are x again."] = cat(_gated(x, W_f, W_g, x))
+    unzeroed = _delayed(x, d)
+    unzeroed[:, :d] = x[:, :d]                          # a shifted copy of x whose first d steps were left as x
+    mistakes[f"the first d = {d} steps of x_{{t−d}} are x_t itself, not 0: a copy of x shifted by d (past = x.clone(); "
+             "past[:, d:] = x[:, :-d]) keeps x_t at steps 0..d−1, where x_{t−d} lies before the start and is 0; set "
+             "past[:, :d] = 0 too, or pad: F.pad(x, (0, 0, d, 0))[:, :T]."] = cat(_gated(x, W_f, W_g, unzeroed))
     mistakes.update({
         f"the past tap is off by one: step t is mixed with x_{{t−d+1}}, not x_{{t−d}} (d = {d} here); pad with "
         f"exactly d zeros on the left and keep the first T steps.": cat(_gated(x, W_f, W_g, _delayed(x, d - 1))),

@@ -1,0 +1,73 @@
+"""The crashes of lesson 13's typical slips, named: `naming_crashes` wraps a check so that the PyTorch errors of
+common slips (a `max` that returns (values, indices), Python's max of tensors) say what to do; `forward_failure`
+names the failures of a tiled forward pass (a mask sliced before it was broadcast, running statistics the size of a
+full block, a number per query without its last axis, a tile that meets the whole sequence). The PyTorch message is
+kept below each symptom."""
+import contextlib
+import functools
+import re
+
+from .core import ExerciseError
+from .lesson13_symptoms import TILED
+
+RAISED = "your function raised "
+CRASHES = [
+    (r"must be Tensor, not torch\.return_types\.(max|min)",
+     "`x.max(dim=...)` returns two things, (values, indices), not a tensor: take x.amax(dim=-1) (or "
+     "x.max(dim=-1).values)"),
+    (r"Boolean value of Tensor with more than one value is ambiguous",
+     "Python's max() (or an `if`) compared whole tensors of several values: take the maximum element by element "
+     "with torch.maximum(m, x.amax(dim=-1)), and choose per row with torch.where"),
+]
+NO_AXIS = ("a number per query (the rescale factor e^(m_old − m_new), or l) multiplies or divides acc (..., block_q, "
+           "d_v) without a last axis: give it one, rescale[..., None]")
+SLICES = ("a tile of your loop meets the whole sequence (the sizes {a} and {b} do not fit): slice q to the block of "
+          "queries, q[..., i0:i1, :], and k and v to the block of keys, [..., j0:j1, :]")
+STATE_SIZE = ("m, l and acc are made once, for a full block of {bq} queries: make them afresh for EACH block of "
+              "queries, with i1 − i0 rows (the last block is shorter when block_q does not divide T_q)")
+
+
+def _renamed(error, symptom):
+    raised, _, rest = str(error)[len(RAISED):].partition("\n")
+    where = "\n".join(line for line in rest.splitlines() if "called with" not in line)
+    return ExerciseError(f"{symptom}\n  (PyTorch: {raised[:200]})" + (f"\n{where}" if where.strip() else ""))
+
+
+def naming_crashes(check):
+    """`check(ev, answer)` whose learner crashes listed in CRASHES are named (the PyTorch message kept below)."""
+    @functools.wraps(check)
+    def run(ev, answer):
+        try:
+            return check(ev, answer)
+        except ExerciseError as error:
+            if str(error).startswith(RAISED):
+                for pattern, symptom in CRASHES:
+                    if re.search(pattern, str(error).partition("\n")[0]):
+                        raise _renamed(error, symptom) from None
+            raise
+    return run
+
+
+@contextlib.contextmanager
+def forward_failure(mask, block_q, T_q, d_v, block_k=None):
+    """The tiled forward pass failing on a mask (sliced before it was broadcast, or the wrong way round), or
+    without one: with running statistics the size of a full block of queries, or a number per query without its
+    last axis, is named."""
+    try:
+        yield
+    except ExerciseError as error:
+        text = str(error)
+        if not text.startswith(RAISED):
+            raise
+        if mask is not None:
+            raise _renamed(error, TILED["mask_not_broadcast"].format(shape=tuple(mask.shape))) from None
+        sizes = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", text)
+        sizes = {int(sizes[1]), int(sizes[2])} if sizes else set()
+        if T_q % block_q and sizes == {block_q, T_q % block_q}:
+            raise _renamed(error, STATE_SIZE.format(bq=block_q)) from None
+        if len(sizes) == 2 and d_v in sizes and d_v != block_q and sizes & {block_q, T_q % block_q}:
+            raise _renamed(error, NO_AXIS) from None
+        numbers = [int(n) for n in re.findall(r"\d+", text.partition("\n")[0])]
+        if T_q in numbers and {block_q, block_k} & set(numbers) and T_q not in (block_q, block_k):
+            raise _renamed(error, SLICES.format(a=min(block_q, block_k or block_q), b=T_q)) from None
+        raise
