@@ -493,6 +493,7 @@ def test_causal_block_accepts_a_large_negative_fill():
     (dict(mask="none"), "no causal mask"),
     (dict(mask="one ahead"), "mask is off by one"),
     (dict(mask="no diagonal"), "leaves out the diagonal"),
+    (dict(mask="no diagonal", fill=-1e9), r"leaves out the diagonal .*finite fill such as -1e9 .*spread evenly"),
     (dict(mask="inverted"), r"the mask is inverted: causal_mask\(T\) is True where query t MAY attend"),
     (dict(normalise="after"), "mask is applied after the softmax"),
     (dict(normalise="max"), "divided by their largest value, not by their sum"),

@@ -372,6 +372,16 @@ def test_sampling_with_powers_of_probabilities_is_told_why_it_underflows():
     named(check.sampling_distribution, powers, "underflow")
 
 
+def test_sampling_with_powers_of_probabilities_in_float64_is_told_why_it_underflows():
+    def powers(logits, temperature, top_k, top_p):                  # float64 underflows too, on a flat-ish row
+        if temperature == 0:
+            return F.one_hot(logits.argmax(-1), logits.size(-1)).float()
+        probs = logits.double().softmax(-1) ** (1 / temperature)
+        probs = probs / probs.sum(-1, keepdim=True)
+        return sampler("ok")(probs.log().float(), 1.0, top_k, top_p)
+    named(check.sampling_distribution, powers, r"temperature 0\.001 .*p\^\(1/T\), underflow")
+
+
 def test_sampling_top_p_before_top_k_is_named():
     def top_p_first(logits, temperature, top_k, top_p):
         probs = sampling_distribution(logits, temperature, None, top_p)

@@ -18,6 +18,7 @@ from course_utils.checks import lesson13_mistakes as mk
 from course_utils.checks import lesson13_symptoms as say
 from course_utils.masks import causal_mask
 from tests.checking import named, not_implemented, prints_not_implemented
+from tests.fresh_slips import lesson13d as fresh
 
 pytestmark = pytest.mark.usefixtures("any_seed_offset")   # every test under every seed offset
 
@@ -290,7 +291,7 @@ TILED_KINDS = ["acc_not_rescaled", "l_not_rescaled", "divide_inside", "divide_in
                "scale_times", "drop_tail", "no_guard", "wrong_side", "wrong_side_unmasked", "skip_ge", "skip_diag",
                "diag_full", "local_idx", "inverted_causal", "causal_ignored", "mask_ignored", "inverted_mask", "lse_m",
                "lse_log_l", "lse_l", "lse_empty_zero", "strict_causal", "divide_inside_reset", "p_old_max",
-               "no_safe", "tk_from_q", "m_first", "drop_last_q"]
+               "no_safe", "tk_from_q", "m_first", "drop_last_q", "state_outside", "local_idx_diag"]
 
 
 @pytest.mark.parametrize("kind", TILED_KINDS)
@@ -336,7 +337,8 @@ def test_the_empty_row_hint_appears_only_when_only_empty_rows_differ():
 BACKWARD_KINDS = ["no_D", "D_wrong_axis", "D_no_axis", "lse_no_axis", "D_tile", "no_scale", "scale_twice",
                   "dq_no_scale", "dk_scale_twice", "p_no_scale", "p_softmax_tile", "no_diag_mask", "dv_no_transpose",
                   "dk_no_transpose", "overwrite", "D_all", "D_plus", "dv_from_out", "dk_from_dO", "local_idx",
-                  "overwrite_dq_dk", "overwrite_dq", "overwrite_dk", "D_dO", "lse_sign", "dv_dO_keys"]
+                  "overwrite_dq_dk", "overwrite_dq", "overwrite_dk", "D_dO", "lse_sign", "dv_dO_keys",
+                  "lse_keys"]
 
 
 @pytest.mark.parametrize("kind", BACKWARD_KINDS)
@@ -783,3 +785,20 @@ def test_a_wrong_maximum_is_named_by_its_row_not_by_a_nan_difference():
     −∞ − (−∞) gives in the row that is −∞ everywhere (right there)."""
     named(check.online_softmax, online_softmax_with_one_wrong_maximum, r"m is wrong in row 0 \(random entries\)")
     assert "nan" not in check.online_softmax.evaluate(online_softmax_slip("block_max")).message
+
+
+@pytest.mark.parametrize("exercise, answer, words", [
+    (check.tiled_attention, fresh.ta_u_state_outside, r"not started afresh for each block of queries.*m = −∞, l = 0"),
+    (check.tiled_attention, fresh.ta_local_indices, "positions within the tile .* instead of the whole sequence"),
+    (check.tiled_attention_backward, fresh.bw_u_lse_key_slice, r"L belongs|sliced with the block of KEYS"),
+    (check.tiled_attention_backward, fresh.bw_u_inplace_q, r"in place.*scales those queries again"),
+    (check.linear_attention, fresh.la_u_S_from_q, r"S is built from the queries.*S = Σ_j φ\(k_j\) v_jᵀ"),
+], ids=["tiled-state-not-reset", "tiled-local-positions-on-the-diagonal", "backward-lse-of-the-keys",
+        "backward-q-scaled-in-place", "linear-S-from-q"])
+def test_fourth_catalogue_slips_are_named(exercise, answer, words):
+    named(exercise, answer, words)
+
+
+def test_an_in_place_slip_is_named_without_a_bare_difference():
+    message = check.tiled_attention_backward.evaluate(fresh.bw_u_inplace_q).message
+    assert "changed its input `q` in place" in message and "wrong values" not in message, message

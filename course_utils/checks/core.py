@@ -137,7 +137,8 @@ class Exercise:
         modified = [n for n in dict.fromkeys(ev.modified) if n not in self.may_change]
         if modified:
             names = ", ".join(f"`{n}`" for n in modified)
-            also = f" Then: {problem}" if problem else ""
+            # (a bare difference after an in-place edit is its consequence: the edit is the mistake to name)
+            also = f" Then: {problem}" if problem and "wrong values (largest difference" not in problem else ""
             return self._outcome(WRONG, f"✘ {self.title}: your function changed its input {names} in place "
                                         "(e.g. `x /= s` or `x.pow_(2)`): compute on a new array instead, e.g. "
                                         f"`x = x / s`; the caller's values must stay as they were.{also}")

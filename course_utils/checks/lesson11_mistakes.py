@@ -311,10 +311,12 @@ def causal_weight_mistakes(x, W_q, W_k, W_v):
         "no causal mask: position t attends to every position, the future included.": torch.softmax(scores, -1),
         "the mask is off by one: position t also attends to t + 1. Keep s <= t (torch.tril(..., diagonal=0)).":
             masked_softmax(scores, torch.tril(ones, 1)),
-        "the mask leaves out the diagonal: position t may attend to s <= t, itself included (row 0 then has "
-        "no key at all and gives NaN).": torch.softmax(scores.masked_fill(~torch.tril(ones, -1), inf), -1),
-        "the mask leaves out the diagonal: position t may attend to s <= t, itself included (row 0 then has "
-        "no key at all).": masked_softmax(scores, torch.tril(ones, -1)),
+        **{"the mask leaves out the diagonal (torch.tril(..., -1), strictly below): position t may attend to s <= t, "
+           f"itself included; row 0 then has no key at all{what}.": weights for what, weights in (
+               (" and gives NaN", torch.softmax(scores.masked_fill(~torch.tril(ones, -1), inf), -1)),
+               ("", masked_softmax(scores, torch.tril(ones, -1))),
+               (", and with a finite fill such as -1e9 its weights spread evenly over all T steps, the future "
+                "included", torch.softmax(scores.masked_fill(~torch.tril(ones, -1), -1e9), -1)))},
         "masked scores were set to 0 instead of -inf: exp(0) = 1 still gives the future some weight.":
             torch.softmax(scores.masked_fill(~mask, 0.0), -1),
         "the mask is applied after the softmax: the rows no longer sum to 1. Set the masked scores to -inf "

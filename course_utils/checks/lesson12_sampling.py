@@ -199,8 +199,12 @@ def greedy(ev: Evaluation, call):
            "handle it before dividing by T.")
     dtype = to_numpy(got).dtype
     expect(np.issubdtype(dtype, np.floating), INT_ONE_HOT.format(dtype=getattr(got, "dtype", dtype)))
-    got = call(logits, 1e-3, None, None)
-    expect(np.allclose(to_numpy(got), to_numpy(one_hot), atol=1e-4),
+    # with a flat-ish row too (largest probability 0.24, a clear winner by 0.5 in the logits): p^(1/T) = 0.24^1000
+    # underflows to 0 even in float64, so powers of probabilities give 0/0 there, whatever the random rows
+    flat = torch.tensor([[0.4, 0.0, 0.5, 1.0, 0.2, -0.1, 0.3, 0.1]])
+    rows = torch.cat([logits, flat])
+    got = call(rows, 1e-3, None, None)
+    expect(np.allclose(to_numpy(got), to_numpy(F.one_hot(rows.argmax(-1), 8).float()), atol=1e-4),
            "at temperature 0.001 the distribution should be (almost) one-hot on the most probable token (divide the "
            "LOGITS by T before the softmax: it stays exact, where powers of probabilities, p^(1/T), underflow to 0).")
     tied = torch.tensor([[1.0, 3.0, 3.0, 0.5, -1.0, 0.0], [2.0, 2.0, -1.0, 2.0, 1.0, 0.0]])   # the largest tie

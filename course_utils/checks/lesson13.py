@@ -151,9 +151,9 @@ def merge_softmax_stats(ev: Evaluation, answer):
 # ---------------------------------------------------------------------------------------------
 _OUT_KINDS = ("acc_not_rescaled", "l_not_rescaled", "divide_inside", "divide_inside_twice", "divide_inside_reset",
               "scale_d", "no_scale", "scale_times", "drop_tail", "no_guard", "p_old_max", "no_safe",
-              "tk_from_q", "m_first")
+              "tk_from_q", "m_first", "state_outside")
 _CAUSAL_KINDS = ("wrong_side", "wrong_side_unmasked", "skip_ge", "skip_diag", "diag_full", "local_idx",
-                 "inverted_causal", "causal_ignored", "strict_causal")
+                 "local_idx_diag", "inverted_causal", "causal_ignored", "strict_causal")
 _MASK_KINDS = ("mask_ignored", "inverted_mask")
 _LSE_KINDS = ("lse_m", "lse_log_l", "lse_l", "lse_empty_zero")
 
@@ -287,7 +287,7 @@ def tiled_attention(ev: Evaluation, answer):
 _BACKWARD_KINDS = ("no_D", "D_wrong_axis", "D_no_axis", "D_all", "D_plus", "lse_no_axis", "D_tile", "no_scale",
                    "scale_twice", "dq_no_scale", "dk_scale_twice", "p_no_scale", "p_softmax_tile", "dv_no_transpose",
                    "dk_no_transpose", "dv_from_out", "dk_from_dO", "overwrite", "overwrite_dq_dk", "overwrite_dq",
-                   "overwrite_dk", "D_dO", "lse_sign", "dv_dO_keys")
+                   "overwrite_dk", "D_dO", "lse_sign", "dv_dO_keys", "lse_keys")
 
 
 def _dq_of(ev: Evaluation, out, lse, grad_out, bq, bk):
@@ -314,6 +314,7 @@ def tiled_attention_backward(ev: Evaluation, answer):
         out, lse = ref.tiled_attention(q, k, v, 4, causal=causal)
         expected = _gradients(q, k, v, grad_out, causal)
         result = ev.call(answer, q, k, v, out, lse, grad_out, bq, bk, causal=causal)
+        expect(not ev.modified, say.BACKWARD["inplace"])    # (core says which input; this, what it does here)
         if hasattr(result, "shape"):
             raise ExerciseError("return the three gradients, as `return dq, dk, dv` (got one tensor)")
         grads = expect_returns(result, expected, ("dq", "dk", "dv"))

@@ -137,7 +137,7 @@ def _causal_keep(kind, i0, i1, j0, j1):
     if kind in ("diag_full", "wrong_side_unmasked", "causal_ignored"):
         return None
     rows, cols = torch.arange(i0, i1)[:, None], torch.arange(j0, j1)[None, :]
-    if kind == "local_idx":
+    if kind == "local_idx" or (kind == "local_idx_diag" and j1 - 1 > i0):   # (diag: only the tiles it crosses)
         rows, cols = rows - i0, cols - j0
     if kind == "strict_causal":                        # the diagonal left out: j < i
         return cols < rows
@@ -158,10 +158,14 @@ def tiled(q, k, v, block_q, block_k, causal=False, mask=None, kind="ok"):
         stop_q = T_q - block_q if T_q > block_q else T_q
     scale = SCALES[kind](d) if kind in SCALES else 1 / math.sqrt(d)
     out, lse = torch.zeros(*lead, T_q, d_v), torch.full((*lead, T_q), NEG_INF)
+    m = ell = acc = None
     for i0 in range(0, stop_q, block_q):
         i1 = min(i0 + block_q, T_q)
-        m, ell = torch.full((*lead, i1 - i0), NEG_INF), torch.zeros(*lead, i1 - i0)
-        acc = torch.zeros(*lead, i1 - i0, d_v)
+        if kind == "state_outside" and i0:             # the last block's m, l, acc carried on (sliced), not reset
+            m, ell, acc = m[..., :i1 - i0], ell[..., :i1 - i0], acc[..., :i1 - i0, :]
+        else:
+            m, ell = torch.full((*lead, i1 - i0), NEG_INF), torch.zeros(*lead, i1 - i0)
+            acc = torch.zeros(*lead, i1 - i0, d_v)
         for j0 in range(0, stop_k, block_k):
             j1 = min(j0 + block_k, T_k)
             if causal and _skipped(kind, i0, i1, j0, j1):
@@ -232,6 +236,7 @@ def backward(q, k, v, out, lse, grad_out, block_q, block_k, causal=False, kind="
                 s = s.masked_fill(torch.arange(j0, j1)[None, :] - local[1] > torch.arange(i0, i1)[:, None] - local[0],
                                   NEG_INF)
             lse_i = lse[..., i0:i1] if kind == "lse_no_axis" else lse[..., i0:i1, None]   # (no axis: over columns)
+            lse_i = lse[..., j0:j1, None] if kind == "lse_keys" else lse_i   # (keys: sliced with the key block)
             lse_i = -lse_i if kind == "lse_sign" else lse_i                   # (sign: P = exp(S + L))
             p = torch.softmax(s, dim=-1) if kind == "p_softmax_tile" else torch.exp(s - lse_i)
             dp = do_i @ v[..., j0:j1, :].transpose(-2, -1)
@@ -315,7 +320,7 @@ def linear(q, k, v, kind="ok"):
     if kind == "normalised_over_queries":
         return quadratic(q, k, v, axis=-2)
     phi_q, phi_k = phi(q), phi(k)
-    S = phi_k.transpose(-2, -1) @ (phi(v) if kind == "phi_v" else v)     # (..., d_k, d_v)
+    S = (phi_q if kind == "S_from_q" else phi_k).transpose(-2, -1) @ (phi(v) if kind == "phi_v" else v)   # (d_k, d_v)
     if kind == "no_denominator":
         return phi_q @ S
     if kind == "z_scalar":                                # one number for all the queries: Σ_j Σ_c φ(k_j)_c

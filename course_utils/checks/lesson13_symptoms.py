@@ -184,7 +184,8 @@ TILED = {
                   "computed, with the element-wise causal mask; " + _SKIP_RULE),
     "diag_full": ("the tiles on the diagonal are treated as fully visible: a tile that holds both earlier and later "
                   "keys needs the element-wise causal mask (key j visible from query i iff j ≤ i) before the softmax"),
-    "local_idx": ("the element-wise causal mask is built from positions within the tile (0, 1, ...): compare the "
+    "local_idx": ("the element-wise causal mask is built from positions within the tile (0, 1, ...) instead of the "
+                  "whole sequence: compare the "
                   "GLOBAL positions, key j0 + c against query i0 + r (they differ when the tiles are not square "
                   "or not aligned)"),
     "inverted_causal": ("the causal mask is inverted: key j is visible from query i iff j ≤ i (on and below the "
@@ -245,6 +246,11 @@ TILED["skipped_visible"] = ("the causal test skips tiles that hold keys their qu
                             + _SKIP_RULE + ", the tiles on the diagonal included")
 TILED["divide_inside_twice"] = TILED["divide_inside_reset"] = TILED["divide_inside"]
 TILED["wrong_side_unmasked"] = TILED["wrong_side"]
+TILED["local_idx_diag"] = TILED["local_idx"]
+TILED["state_outside"] = ("m, l and acc are not started afresh for each block of queries (created once before the "
+                          "loop, then only sliced): the next block inherits the last one's running statistics. "
+                          "Inside the loop over the blocks of queries, before the loop over the keys, start again "
+                          "from m = −∞, l = 0, acc = 0 for the block's i1 − i0 queries")
 TILED["m_first"] = ("neither l nor acc is rescaled when the maximum grows: their factor e^(m_old − m_new) comes out 1, "
                     "as it does when m is set to m_new before the factor is computed. Compute rescale = exp(m − m_new) "
                     "from the OLD m (with the safe m_new), rescale l and acc with it, and only then set m = m_new")
@@ -308,12 +314,20 @@ BACKWARD = {
 }
 BACKWARD["dv_dO_keys"] = ("dV_j = P_ijᵀ dO_i: the gradient's rows are those of the block of QUERIES, "
                           "grad_out[..., i0:i1, :] (dO_i), not of the block of keys [..., j0:j1, :]")
+BACKWARD["lse_keys"] = ("L is sliced with the block of KEYS, lse[..., j0:j1, None]: L_i = m_i + log l_i belongs to "
+                        "the QUERIES (one number per query), so P_ij = exp(S_ij − L_i) takes lse[..., i0:i1, None]")
+BACKWARD["inplace"] = ("scaling a slice of q in place (q_i *= scale, where q_i = q[..., i0:i1, :] is a view of q) "
+                       "scales those queries again at every block of keys, so the scores, dq and dk use a q scaled "
+                       "many times; scale a new tensor, q_i = q[..., i0:i1, :] * scale, or the scores, "
+                       "s = q_i @ k_jᵀ * scale")
 BACKWARD["D_rows"] = ("with dO zero at every query but one, dq of the other queries should be 0 (their dP = "
                       "dO_i V_jᵀ and D_i = rowsum(dO_i ∘ O_i) are 0), and yours is not at queries {rows}: each "
                       "query's dS_i = P_i ∘ (dP_i − D_i) must use its OWN row, dO_i = grad_out[..., i0:i1, :] and "
                       "D_i from (grad_out * out).sum(dim=-1), one number per query")
 DENOMINATOR = "the denominator is φ(q_t)ᵀ z with z = Σ_j φ(k_j): the kernel of the query with every key, summed"
 LINEAR = {
+    "S_from_q": ("S is built from the queries, Σ_t φ(q_t) v_tᵀ: the numerator's S sums over the KEYS, "
+                 "S = Σ_j φ(k_j) v_jᵀ = φ(k)ᵀ v (d_k x d_v), then φ(q_t)ᵀ S for each query"),
     "no_denominator": ("the output is not normalised: divide φ(q_t)ᵀ(Σ_j φ(k_j) v_jᵀ) by φ(q_t)ᵀ Σ_j φ(k_j), the sum "
                        "of the kernel over the keys, so that the weights of each query sum to 1"),
     "phi_missing": ("φ is missing: linear attention needs positive features, φ(x) = elu(x) + 1, applied to q and to k "
