@@ -88,6 +88,13 @@ KERNEL_STATUS = """() => {
     return indicator ? indicator.getAttribute('data-status') || '' : '';
 }"""
 
+# The toolbar's kernel name: "No Kernel" until the notebook's session has a kernel. (The execution
+# indicator above says "idle" from the start, before any kernel exists: JupyterLab's default state.)
+KERNEL_NAME = """() => {
+    const name = document.querySelector('.jp-NotebookPanel-toolbar .jp-Toolbar-kernelName');
+    return name ? name.innerText.trim() : '';
+}"""
+
 IN_VIEW = """e => {
     const box = e.getBoundingClientRect();
     const view = (e.closest('.jp-WindowedPanel-outer') || document.documentElement).getBoundingClientRect();
@@ -264,8 +271,17 @@ class NotebookRun:
     def kernel_status(self):
         return self.page.evaluate(KERNEL_STATUS)
 
-    def open(self, url, log_path):
-        """Load the notebook, wait for all its cells and for its kernel to be idle."""
+    def kernel_ready(self, server_kernel):
+        """The notebook's kernel is running and idle: on the server (`server_kernel()`: its state, None
+        while the notebook has no session with a kernel), in the toolbar (a kernel's name) and in the
+        execution indicator. The indicator alone says "idle" before any kernel exists, and a cell run
+        then pops up "Select Kernel" (seen in CI under load)."""
+        name = self.page.evaluate(KERNEL_NAME)
+        return (self.kernel_status() == "idle" and name not in ("", "Kernel", "No Kernel")
+                and server_kernel() == "idle")
+
+    def open(self, url, log_path, server_kernel=lambda: "idle"):
+        """Load the notebook, wait for all its cells and for its kernel to be idle (see kernel_ready)."""
         page, target = self.page, self.target
         page.goto(url, timeout=self.remaining_ms(60))
         self.cells.first.wait_for(timeout=self.remaining_ms(60))
@@ -281,7 +297,7 @@ class NotebookRun:
         # The kernel starts on its own (the notebook names it); running a cell before it is ready
         # would pop up "Select Kernel".
         end = time.monotonic() + self.remaining_ms(KERNEL_TIMEOUT) / 1000
-        while self.kernel_status() != "idle":
+        while not self.kernel_ready(server_kernel):
             self.check_dialog()
             if time.monotonic() > end:
                 self.screenshot("no-kernel")
@@ -456,7 +472,8 @@ def open_notebook(lab, browser, target, name, budget):
     page.route(re.compile(r"^(?!" + re.escape(lab.base) + r"[/?]|data:|blob:)"), block)
     run = NotebookRun(page, target, name, cells, budget)
     try:
-        run.open(lab.url(target, workspace=f"browser-test-{name}"), lab.log_path)
+        run.open(lab.url(target, workspace=f"browser-test-{name}"), lab.log_path,
+                 lambda: lab.kernel_state(target))
         yield run
     except BaseException:
         run.screenshot("failure")

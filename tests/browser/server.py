@@ -117,6 +117,17 @@ class Lab:
         # A new named workspace per page: nothing restored from an earlier page.
         return f"{self.base}/lab/workspaces/{workspace}/tree/{notebook}?token={self.token}"
 
+    def kernel_state(self, notebook):
+        """The execution state of the kernel of `notebook`'s session (a path in the course copy), as
+        the server knows it; None while it has no session with a kernel or the server does not answer."""
+        try:
+            for session in self.api("GET", "/api/sessions"):
+                if session.get("path") == notebook and session.get("kernel"):
+                    return session["kernel"].get("execution_state")
+        except (OSError, ValueError):
+            pass
+        return None
+
     def shutdown_sessions(self):
         try:
             for session in self.api("GET", "/api/sessions"):
