@@ -164,14 +164,15 @@ def test_block_accepts_an_answer_written_from_scratch():
     class FromScratch(nn.Module):
         def __init__(self, channels):
             super().__init__()
-            self.f, self.g = nn.Conv2d(channels, 2, 1, bias=False), nn.Conv2d(channels, 2, 1, bias=False)
-            self.h, self.v = nn.Conv2d(channels, 2, 1, bias=False), nn.Conv2d(2, channels, 1, bias=False)
+            c = channels // 8
+            self.f, self.g = nn.Conv2d(channels, c, 1, bias=False), nn.Conv2d(channels, c, 1, bias=False)
+            self.h, self.v = nn.Conv2d(channels, c, 1, bias=False), nn.Conv2d(c, channels, 1, bias=False)
             self.gamma = nn.Parameter(torch.zeros(1))
 
         def forward(self, x):
             B, C, H, W = x.shape
             k, q, v = self.f(x).flatten(2), self.g(x).flatten(2), self.h(x).flatten(2)
-            self.attn_weights = torch.softmax(q.transpose(1, 2) @ k / math.sqrt(2), dim=-1)
+            self.attn_weights = torch.softmax(q.transpose(1, 2) @ k / math.sqrt(self.f.out_channels), dim=-1)
             return x + self.gamma * self.v((v @ self.attn_weights.transpose(1, 2)).view(B, -1, H, W))
     check.self_attention_block(FromScratch)
 

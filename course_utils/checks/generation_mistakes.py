@@ -49,8 +49,10 @@ def step_variant(q, k, v, cache_k, cache_v, kind):
     mask = causal_mask(t + 1)[:1] if kind == "mask_row0" else None   # the causal mask's first row
     scale = {"scale_1/d": 1 / q.size(-1), "no_scale": 1.0, "scale_d_model": 1 / math.sqrt(q.size(-1) * q.size(1)),
              "scale_after": 1.0, "scale_keys": 1 / math.sqrt(t + 1), "scale_cache": 1 / math.sqrt(max(t, 1))}.get(kind)
-    if scale is not None or kind == "softmax_queries":
-        scores = q_rot @ used_k.transpose(-2, -1) * (scale or 1 / math.sqrt(q.size(-1)))
+    if scale is not None or kind in ("softmax_queries", "kt_reshape"):
+        keys_t = used_k.reshape(*used_k.shape[:2], used_k.size(3), used_k.size(2)) if kind == "kt_reshape" else \
+            used_k.transpose(-2, -1)                                  # reshape keeps the memory order: not Kᵀ
+        scores = q_rot @ keys_t * (scale or 1 / math.sqrt(q.size(-1)))
         weights = scores.softmax(-2 if kind == "softmax_queries" else -1)
         out = (weights / math.sqrt(q.size(-1)) if kind == "scale_after" else weights) @ used_v
     else:
@@ -94,6 +96,8 @@ STEP_MISTAKES = {
     "no_scale": "the scores are not scaled: divide q kᵀ by √d (d = q.size(-1), the head's size)",
     "softmax_queries": "the softmax runs over the queries (dim=-2): take it over the keys, the last axis, so that "
                        "the newest query's weights over the t+1 keys sum to 1",
+    "kt_reshape": "the keys are reshaped to (B, h, d, t+1), not transposed: reshape keeps the memory order, so it is "
+                  "Kᵀ only while there is one key; use keys.transpose(-2, -1)",
 }
 
 def position_mistakes(args, ref):
@@ -195,6 +199,8 @@ def rope_variant(x, positions, base, kind):
         return out
     x1, x2 = x[..., :d // 2], x[..., d // 2:]
     halves = [x1 * cos - x2 * sin, x1 * sin + x2 * cos]
+    if kind == "stacked":                  # the halves' rotated values written pair by pair
+        return torch.stack(halves, -1).flatten(-2)
     return torch.cat(halves[::-1] if kind == "halves_swapped" else halves, -1)
 
 
@@ -206,6 +212,8 @@ ROPE_MISTAKES = {
             "a rotation by +m θ_i",
     "sin_cos": "sin and cos are swapped: the first half becomes x_i cos(mθ_i) - x_{i+d/2} sin(mθ_i), the second "
                "x_i sin(mθ_i) + x_{i+d/2} cos(mθ_i)",
+    "stacked": "the rotated values are written pair by pair (torch.stack([...], -1).flatten(-2) interleaves them): "
+               "this lesson keeps the HALVES, torch.cat([x1 cos - x2 sin, x1 sin + x2 cos], dim=-1)",
     "halves_swapped": "the two rotated halves are put back in the wrong order: the rotated x_i go first, then the "
                       "rotated x_{i+d/2}",
     "pos+1": "the positions are off by one: rotate by positions[t] θ_i itself, not (positions[t] + 1) θ_i",
@@ -235,6 +243,9 @@ def rope_errors(T, d):
         if got == {T, d // 2} and T != d // 2:
             return ("positions (T,) times θ (d/2,) do not broadcast: make the angles a (T, d/2) table, "
                     "positions[:, None] * theta (an outer product)")
+        if len(got) == 2 and (sum(got) == d or d // 2 in got and (got - {d // 2}).pop() == T // 2):
+            return (f"x is not split into halves of d/2 = {d // 2} features, or θ has not d/2 values: d is the head's "
+                    "size, the LAST axis, x.size(-1) (x.size(-2) is T, the number of positions)")
         if got == {d // 2, d}:
             return ("θ has d values: there is one frequency per PAIR, θ_i for i = 0 .. d/2-1 (torch.arange(d // 2)), "
                     "so that cos and sin are (T, d/2) like each half of x")
@@ -288,7 +299,8 @@ def gqa_variant(q, k, v, mask, kind):
         ks, vs = k.mean(1, keepdim=True).expand(B, h, T, d), v.mean(1, keepdim=True).expand(B, h, T, d)
     if kind in ("v_from_k", "k_from_v"):           # a copy-pasted line: one tensor repeated for both
         ks, vs = (ks, ks) if kind == "v_from_k" else (vs, vs)
-    scale = {"no_scale": 1.0, "scale_1/d": 1 / d, "scale_d_model": 1 / math.sqrt(h * d)}.get(kind)
+    scale = {"no_scale": 1.0, "scale_1/d": 1 / d, "scale_d_model": 1 / math.sqrt(h * d),
+             "scale_T": 1 / math.sqrt(k.size(-2))}.get(kind)
     if scale is not None:
         return _manual(q, ks, vs, mask, scale)
     if kind == "softmax_queries":
@@ -301,7 +313,8 @@ def gqa_variant(q, k, v, mask, kind):
         return torch.zeros_like(q)
     if kind == "causal_only":                      # a causal mask of its own, the given mask ignored
         return scaled_dot_product_attention(q, ks, vs, causal_mask(T))
-    return scaled_dot_product_attention(q, ks, vs, {"no_mask": None, "inverted": ~mask}.get(kind, mask))
+    return scaled_dot_product_attention(q, ks, vs, {"no_mask": None, "inverted": ~mask,
+                                                    "mask_t": mask.transpose(-2, -1)}.get(kind, mask))
 
 
 GQA_MISTAKES = {
@@ -330,12 +343,21 @@ GQA_MISTAKES = {
     "additive_float": "the mask was turned into floats: F.scaled_dot_product_attention ADDS a float mask to the scores "
                       "(+1 where allowed); pass the boolean mask itself (True = may attend)",
     "no_scale": "the scores are not scaled: divide q kᵀ by √d_head (d = q.size(-1))",
+    "scale_T": "the scores are divided by √T, the number of keys (k.size(-2)): divide them by √d_head, the head's "
+               "size, q.size(-1)",
+    "mask_t": "the mask is transposed: mask[..., i, j] says whether QUERY i may see KEY j (rows are queries); pass "
+              "it as it is",
     "scale_1/d": "the scores are divided by d_head: divide them by its square root, √d_head",
     "scale_d_model": "the scores are divided by √d_model (all heads' features): each head divides by the square "
                      "root of ITS size, √d_head = √(q.size(-1))",
     "softmax_queries": "the softmax runs over the queries (dim=-2): take it over the keys, the last axis",
 }
 GQA_ERRORS = [
+    (r"repeat_interleave\(\) received an invalid combination of arguments - got \(float",
+     "the group size is a float: h / h_kv is a float in Python 3 even when it divides; use h // h_kv"),
+    (r"expanded size of the tensor \((\d+)\) must match the existing size \((\d+)\) at non-singleton dimension 1",
+     "expand can only stretch an axis of size 1, so it repeats the key/value heads only when h_kv = 1: repeat "
+     "each of the h_kv heads h // h_kv times along dim 1, k.repeat_interleave(h // h_kv, dim=1)"),
     (r"mask of shape \(([\d, ]+)\) does not broadcast to the scores' shape \(([\d, ]+)\)",
      lambda m: f"the mask your attention got has shape ({m[1]}), which does not fit the scores ({m[2]}): pass `mask` "
                "as it is given (it has no head axis, or one of size 1, and broadcasts over all h query heads); only "

@@ -26,7 +26,8 @@ def loss_variant(logits, tokens, pad_id, kind):
               "wrong_way": (logits[:, 1:], tokens[:, :-1]),
               "same_positions": (logits[:, 1:], tokens[:, 1:]),
               "shift2": (logits[:, :-2], tokens[:, 2:]), "roll": (logits, tokens.roll(-1, dims=1)),
-              "flat_shift": (logits.reshape(1, -1, logits.size(-1))[:, :-1], tokens.reshape(1, -1)[:, 1:])}
+              "flat_shift": (logits.reshape(1, -1, logits.size(-1))[:, :-1], tokens.reshape(1, -1)[:, 1:]),
+              "shift_batch": (logits[:-1], tokens[1:])}
     x, y = shifts.get(kind, (logits[:, :-1], tokens[:, 1:]))
     real = y != pad_id
     if kind == "padding":
@@ -45,6 +46,8 @@ def loss_variant(logits, tokens, pad_id, kind):
     if kind == "input_mask":
         inputs = tokens[:, :-1] != pad_id
         return F.cross_entropy(x[inputs], y[inputs])
+    if kind == "time_major":                     # logits flattened after a transpose, the targets as they are
+        return F.cross_entropy(x.transpose(0, 1).reshape(-1, x.size(-1)), y.reshape(-1), ignore_index=pad_id)
     if kind == "softmax_first":
         return _ce(x.softmax(-1), y, pad_id)
     if kind in ("nll_on_logits", "nll_on_probs"):
@@ -67,6 +70,11 @@ LOSS_MISTAKES = {
                       "tokens[:, 1:]): position t predicts token t+1, logits[:, :-1] against tokens[:, 1:]",
     "flat_shift": "the batch was flattened BEFORE the shift: the last position of each row then predicts the first "
                   "token of the NEXT row. Shift inside each row (logits[:, :-1] against tokens[:, 1:]), then flatten",
+    "shift_batch": "the shift is on the batch axis (logits[:-1], tokens[1:]): the positions are axis 1, so "
+                   "compare logits[:, :-1] with tokens[:, 1:]",
+    "time_major": "the logits and the targets are flattened in different orders (one of them transposed to "
+                  "time-major first): the target of row n of the flat logits must be flat target n; flatten both "
+                  "as (B, T-1) -> B·(T-1), logits[:, :-1].reshape(-1, V) and tokens[:, 1:].reshape(-1)",
     "roll": "torch.roll wraps around: the last position gets the row's FIRST token as its target. Drop the last "
             "position instead: logits[:, :-1] against tokens[:, 1:]",
     "padding": "padding is counted: targets equal to pad_id must not enter the loss (ignore_index=pad_id, or "
@@ -101,6 +109,9 @@ LOSS_NO_GRAD = ("the loss must stay a torch tensor that gradients flow through: 
 LOSS_ERRORS = [
     (r"view size is not compatible", "logits[:, :-1] is a slice that .view cannot flatten: use .reshape(-1, V) "
                                      "(or .flatten(0, 1)) to get (B·(T-1), V)"),
+    (r"argument 'weight' \(position 3\) must be Tensor", "pad_id went to F.cross_entropy's THIRD positional "
+                                                         "argument, which is `weight` (a tensor of class weights): "
+                                                         "pass it by name, ignore_index=pad_id"),
     (r"Expected target size", "F.cross_entropy takes the classes on axis 1: give it logits (N, V) and targets (N,), "
                               "flattened with .reshape(-1, V) and .reshape(-1)"),
     (r"Expected input batch_size", "the logits and the targets do not line up: shift both, then flatten both the "
@@ -158,6 +169,9 @@ def block_variant(layer, x, mask, kind):
         y = n1(x)
         x = x + d1(attn(y))
         return x + d2(ff(y))
+    if kind == "norm_after_attn":            # the first LayerNorm on the attention's output, inside the residual
+        x = x + n1(d1(attn(x)))
+        return x + d2(ff(n2(x)))
     if kind == "norm_after":
         x = x + d1(n1(attn(x)))
         return x + d2(n2(ff(x)))
@@ -217,6 +231,8 @@ BLOCK_MISTAKES = {
                   "residual (x = x + Dropout(Attn(...)), then x + Dropout(FFN(LayerNorm2(x))))",
     "stale": "the feed-forward network reads LayerNorm of the block's INPUT (the y computed before the "
              "attention): normalise the updated x again, x + Dropout(self.ff(self.norm2(x)))",
+    "norm_after_attn": "the first LayerNorm is applied to the attention's OUTPUT (x + LN(Attn(x))): in a pre-norm "
+                       "block it normalises the attention's INPUT, x = x + Dropout(Attn(LN(x)))",
     "norm_after": "the LayerNorm is applied to the sub-layer's OUTPUT: in a pre-norm block it normalises the "
                   "sub-layer's input, x = x + Dropout(Sublayer(LayerNorm(x)))",
     "order": "the feed-forward network comes before the attention: attention first (norm1), then the "
@@ -259,6 +275,8 @@ def model_variant(model, tokens, kind):
         x = e * scale
     elif kind == "pos_twice":
         x = model.pos(model.pos(e * scale))
+    elif kind == "pos_no_dropout":               # the table added by hand: the positions' dropout skipped
+        x = e * scale + model.pos.pe.weight[:T]
     else:
         x = model.pos(e * scale)
     mask = {"no_mask": None, "sees_next": torch.ones(T, T, dtype=torch.bool).tril(1),
@@ -288,6 +306,8 @@ MODEL_MISTAKES = {
     "no_pos": "the positions are not added: self.pos(...) adds the learned position vectors P[:T] to the scaled "
               "embeddings (without them the model cannot tell the order of the tokens)",
     "pos_twice": "the positions are added twice: self.pos adds them once (x + P[:T]); call it once",
+    "pos_no_dropout": "the positions' dropout is skipped (in training): self.pos(x) adds P[:T] and then applies "
+                      "dropout; adding self.pos.pe.weight[:T] by hand leaves the dropout out. Call self.pos(x)",
     "no_mask": "the blocks get no causal mask: every position sees the whole window, the future included. Pass "
                "causal_mask(T) (T = tokens.size(1)) to every block",
     "sees_next": "the mask lets position t see position t+1: the causal mask is True on and below the diagonal "
@@ -325,8 +345,14 @@ MODEL_ERRORS = [
     (r"IndexError: index out of range in self",
      "an embedding table was read past its end: the position table has max_len rows, looked up by POSITION "
      "(0..T-1, self.pos(x) adds P[:T]), not by the token ids; the token ids index self.embed"),
+    (r"Given normalized_shape=\[\d+\], expected input with shape \[\*, \d+\], but got input of size\[\d+, \d+, \d+\]",
+     "a LayerNorm got the logits (V values per position, not d_model): the final LayerNorm comes BEFORE the output "
+     "layer, self.head(self.norm(x))"),
     (r"mask must be a bool tensor", "the mask must be boolean, True where a position may attend: causal_mask(T) "
                                     "(torch.tril of ones gives floats; add dtype=torch.bool)"),
 ]
+TIED_IN_FORWARD = ("the output layer is tied in forward, not in __init__: a new model has two matrices until its first "
+                   "forward call, so an optimiser made before it (as every training loop makes it) trains the head "
+                   "that forward then throws away. Tie once, in __init__: self.head.weight = self.embed.weight")
 UNTIED = ("the output layer is not tied to the embedding: it must be the SAME parameter, "
           "self.head.weight = self.embed.weight (a copy of its values is not tied: the two would train apart)")

@@ -1,9 +1,10 @@
 """Checks for lesson 11 (attention beyond text), in the lesson's order: SAGAN's 1×1-convolution
 attention, the γ-residual block, the Vision Transformer's patches, SNAIL's dense block (a gated causal
 dilated convolution) and SNAIL's causal attention block. References: course_utils.vision and
-course_utils.snail; the typical mistakes and the PyTorch errors they raise: lesson11_mistakes.py and
-snail_dense_block.py."""
+course_utils.snail; the typical mistakes and the PyTorch errors they raise: lesson11_mistakes.py,
+snail_dense_block.py and snail_causal_block.py."""
 import functools
+import math
 
 import torch
 import torch.nn as nn
@@ -26,17 +27,21 @@ from .core import (
 from .evaluation import Evaluation
 from .expectations import explained
 from .lesson11_mistakes import (
+    FLOAT_SIZE,
     VIEW,
     attention_2d_errors,
     attention_2d_output_mistakes,
     attention_2d_weight_mistakes,
     call,
-    causal_block_errors,
-    causal_weight_mistakes,
+    mixed_images_or_channels,
     patch_mistakes,
     patch_shape_symptom,
-    scores_for_weights,
     square_only,
+)
+from .snail_causal_block import (
+    causal_block_errors,
+    causal_weight_mistakes,
+    scores_for_weights,
     wrong_weights_beside_right_output,
 )
 from .snail_dense_block import (  # noqa: F401 - dense_block_reference: the tests use it
@@ -44,6 +49,7 @@ from .snail_dense_block import (  # noqa: F401 - dense_block_reference: the test
     _expect_causal,
     dense_block_errors,
     dense_block_reference,
+    expect_any_dtype,
     padded_features,
     steps_symptom,
 )
@@ -97,6 +103,9 @@ _FORWARD_ERRORS = [  # what a slip in forward raises, named
      "the matrices are passed in the wrong order (or one is transposed): self_attention_2d(x, W_f, W_g, W_h, W_v), "
      "with W_f from self.f (keys), W_g from self.g (queries), W_h from self.h (values), W_v from self.v (the output "
      "map), each self.X.weight[:, :, 0, 0] as it is, without .T."),
+    (r"size of tensor a \(\d+\) must match the size of tensor b \(\d+\) at non-singleton dimension 3",
+     "y = x + γ·o adds x, (B, C, H, W), to a tensor of another shape: self_attention_2d returns (o, weights) in "
+     "that order; o has x's shape, the weights are (B, N, N)."),
     VIEW,
 ]
 
@@ -127,6 +136,11 @@ def _expect_block_layout(module, channels, C_bar):
                              "bias=False).")
         expect(f"{name}.bias" not in state, f"self.{name} has a bias: SAGAN's 1×1 convolutions have none "
                                             "(bias=False).")
+    shared = [name for name in "ghv" if any(state[f"{name}.weight"].data_ptr() == state[f"{other}.weight"].data_ptr()
+                                            for other in "fghv"[:"fghv".index(name)])]
+    expect(not shared, f"self.{shared[0] if shared else ''} shares its weights with another convolution (one nn.Conv2d "
+                       "assigned to several names, as self.f = self.g = ...): keys, queries and values each need a "
+                       "1×1 convolution of their own; create each with its own nn.Conv2d(...).")
     gamma = state["gamma"]
     expect(gamma.numel() == 1, f"γ is one learned scalar, got a parameter of shape {tuple(gamma.shape)}: "
                                "use self.gamma = nn.Parameter(torch.zeros(1)).")
@@ -182,6 +196,10 @@ def self_attention_block(ev: Evaluation, cls):
             "y = x + γ·x: o is missing; add the attention output, x + self.gamma * o.": 1.5 * x,
             "y = (1 − γ)·x + γ·o, a gate between x and o: the block is a residual, it keeps all of x and adds γ·o "
             "(at γ = 0.5 half of x is lost); return x + self.gamma * o.": 0.5 * x + 0.5 * o,
+            "y = x + tanh(γ)·o: γ scales o as it is; return x + self.gamma * o.":
+                x + math.tanh(0.5) * o,
+            "y = x + σ(γ)·o: γ scales o as it is (σ(0) = 0.5 would not start the block as the identity); return "
+            "x + self.gamma * o.": x + torch.sigmoid(torch.tensor(0.5)) * o,
         }, atol=1e-4)
     weights = getattr(module, "attn_weights", None)
     expect(weights is not None and tuple(weights.shape) == (2, 20, 20),
@@ -194,10 +212,41 @@ def self_attention_block(ev: Evaluation, cls):
         hint="Keep the weights self_attention_2d returned in this forward call, as they are.")
     module.zero_grad()
     call(ev, module, x, errors=_FORWARD_ERRORS).sum().backward()
-    grad = dict(module.named_parameters())["gamma"].grad
-    expect(grad is not None and float(grad.abs().sum()) > 0,
+    grads = {key: p.grad for key, p in module.named_parameters()}
+    expect(grads["gamma"] is not None and float(grads["gamma"].abs().sum()) > 0,
            "no gradient reaches γ: compute y = x + self.gamma * o with torch operations (no .item(), no .detach()).")
-    return 6
+    cut = [key.split(".")[0] for key in shapes if grads.get(key) is None or not float(grads[key].abs().sum()) > 0]
+    expect(not cut, f"no gradient reaches self.{', self.'.join(cut)} (with γ = 0.5): o is cut from the graph, as under "
+                    "torch.no_grad() or by .detach(), so the convolutions would never learn. Detach only the copy "
+                    "kept on self.attn_weights.")
+    _expect_one_key_channel(ev, cls)
+    return 7
+
+
+def _expect_one_key_channel(ev, cls, channels=8):
+    """SelfAttention2d(8) has C̄ = 1: an answer that squeezes the kernels loses the C̄ axis there."""
+    try:
+        shapes = _expect_block_layout(call(ev, cls, channels, errors=_BUILD_ERRORS), channels, channels // 8)
+    except ExerciseError as error:
+        raise ExerciseError(f"with channels = {channels} (C̄ = {channels} // 8 = 1): {error}") from None
+    g = ev.rng(121)
+    params = {key: randn(g, *shape, scale=0.5) for key, shape in shapes.items()}
+    x = randn(g, 2, channels, 3, 3)
+    module = call(ev, cls, channels, errors=_BUILD_ERRORS)
+    lost = (f"SelfAttention2d({channels}), where C̄ = {channels} // 8 = 1, {{}} though SelfAttention2d(16) is right: "
+            "the C̄ axis is lost when it has size 1, as by .squeeze(), which drops every axis of size 1. Take each "
+            "kernel's matrix with self.f.weight[:, :, 0, 0] (or .flatten(1)).")
+    try:
+        module.load_state_dict({**params, "gamma": torch.full(module.state_dict()["gamma"].shape, 0.5)})
+        with torch.no_grad():
+            y = ev.call(module, x)
+    except ExerciseError as error:
+        raised = str(error).splitlines()[0].removeprefix("your function raised ")
+        raise ExerciseError(lost.format("raises") + f"\n  (it raised {raised[:200]})") from None
+    expect(hasattr(y, "shape") and tuple(y.shape) == tuple(x.shape), lost.format(
+        f"returns {tuple(y.shape) if hasattr(y, 'shape') else type(y).__name__} for x of shape {tuple(x.shape)}"))
+    ev.expect_close(y, x + 0.5 * _block_output(params, x), f"y of SelfAttention2d({channels}) (C̄ = 1, γ = 0.5)",
+                    atol=1e-4, hint=lost.format("gives other values"))
 
 
 # --- exercise 3: the Vision Transformer's patches --------------------------------------------------
@@ -212,7 +261,7 @@ def patchify(ev: Evaluation, answer):
         N, D = (H // P) * (W // P), P * P * C
         square = functools.partial(square_only, ev, answer, _ref_patchify, B, C, H, W, P)
         try:
-            out = call(ev, answer, images, P, errors=[VIEW])
+            out = call(ev, answer, images, P, errors=[VIEW, FLOAT_SIZE])
         except ExerciseError:
             expect(square() is None, square())
             raise
@@ -220,7 +269,7 @@ def patchify(ev: Evaluation, answer):
             symptom = patch_shape_symptom(out, B, N, D, H, W, P)
             expect(symptom is None, symptom)
         expect_shape(out, (B, N, D), f"the patches of images {(B, C, H, W)} with P = {P} (B, N = (H/P)·(W/P), P·P·C)")
-        with explained(square):
+        with explained(square, functools.partial(mixed_images_or_channels, ev, answer, _ref_patchify, images, P)):
             ev.expect_close(out, _ref_patchify(images, P), "the patches", mistakes=patch_mistakes(images, P),
                             atol=0, rtol=0)
         tests += 1
@@ -259,7 +308,8 @@ def dense_block(ev: Evaluation, answer):
         expect(symptom is None, symptom)
         ev.expect_close(out, expected, "the block's output", mistakes=mistakes)
         tests += 1
-    return tests + 1
+    expect_any_dtype(ev, answer)
+    return tests + 2
 
 
 # --- exercise 5: SNAIL's causal attention block ----------------------------------------------------

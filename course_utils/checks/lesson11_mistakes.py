@@ -1,5 +1,5 @@
 """Lesson 11's typical mistakes, for its checks (lesson11.py): what a wrong answer returns (SAGAN's attention
-over the pixels, the ViT's patches, SNAIL's causal weights), and the PyTorch errors a slip raises, named.
+over the pixels, the ViT's patches), and the PyTorch errors a slip raises, named.
 
     out = call(ev, answer, x, W, errors=[(regex on PyTorch's message, symptom), ...])   # ev.call, errors named
     mistakes = attention_2d_weight_mistakes(x, W_f, W_g, W_h)     # {symptom: the weights that mistake gives}
@@ -10,7 +10,7 @@ import warnings
 
 import torch
 
-from ..masks import causal_mask, masked_softmax
+from ..masks import masked_softmax
 from ..vision import conv1x1
 from .core import ExerciseError, randn
 
@@ -21,6 +21,8 @@ VIEW = (r"view size is not compatible",
 T_3D = ("`.T` on a 3-D tensor reverses all three axes, (B, N, d) -> (d, N, B), instead of transposing each "
         "matrix of the batch: use k.transpose(1, 2) (or k.mT).")
 
+FLOAT_SIZE = (r"tuple of ints, ?but (got|found)[^.]*float|argument 'shape'.*float",
+              "a size is a float: H / P is a float in Python 3 even when P divides H; sizes take ints, H // P.")
 SOFTMAX_DIM_0 = ("the softmax is over the batch (dim 0): F.softmax without dim= picks dim 0 for a 3-D tensor. "
                  "Say dim=-1, the keys.")
 
@@ -128,6 +130,10 @@ def attention_2d_weight_mistakes(x, W_f, W_g, W_h):
         "W_f x.": torch.softmax(q @ q.transpose(1, 2) / math.sqrt(d_key), dim=-1),
         "the weights are divided by their largest value, not by their sum: softmax(s)_i = "
         "exp(s_i) / Σ_i' exp(s_i').": divided_by_max(scores),
+        "the softmax's stabilising maximum is taken over the queries (dim 1), not over each row's keys: subtract "
+        "scores.amax(dim=-1, keepdim=True), one number per row, which leaves the softmax unchanged.":
+            torch.exp(scores - scores.amax(1, keepdim=True)) / torch.exp(scores - scores.amax(1, keepdim=True)).sum(
+                -1, keepdim=True),
         "the weights are exp(scores), not normalised: divide by their sum over the keys (the softmax).":
             torch.exp(scores),
         "the weights are the scores themselves: apply the softmax over the keys (the last axis).": scores,
@@ -271,6 +277,28 @@ def square_only(ev, answer, reference, B, C, H, W, P):
             "as (H/P, P) and the columns as (W/P, P), each with its own size.")
 
 
+def mixed_images_or_channels(ev, answer, reference, images, P):
+    """A symptom when `answer` is right on one image at a time but not on the batch (images mixed), or right on
+    one channel but not on C > 1 (channels mixed with pixels), else None."""
+    def right(x):
+        try:
+            out = ev.call(answer, x, P)
+        except ExerciseError:
+            return False
+        return hasattr(out, "shape") and tuple(out.shape) == tuple(reference(x, P).shape) and torch.equal(
+            torch.as_tensor(out), reference(x, P))
+    B, C, H, W = images.shape
+    if B > 1 and all(right(images[b:b + 1]) for b in range(B)):
+        return (f"your patchify is right on one image at a time but not on a batch of B = {B}: the images are mixed. "
+                "Keep the batch as the first axis of every reshape and permute, (B, C, H/P, P, W/P, P), and never "
+                "merge it with another axis (reshape(-1, ...) does).")
+    if C > 1 and right(images[:, :1]):
+        return (f"your patchify is right on a grey image (C = 1) but not with C = {C} channels: the channels are "
+                "mixed with the pixels. A reshape does not move an axis: bring the channels last with permute "
+                "(B, C, H, W) -> (B, H, W, C) before splitting the rows and columns, or after.")
+    return None
+
+
 def patch_shape_symptom(out, B, N, D, H, W, P):
     """A symptom for patches of a known wrong shape, else None."""
     shape = tuple(out.shape)
@@ -283,111 +311,14 @@ def patch_shape_symptom(out, B, N, D, H, W, P):
                     f"is (B, N, P·P·C) = {(B, N, D)}, patch n = r·(W/P) + c.")
         return (f"the patches have shape {shape}: each patch should be flattened into one vector of P·P·C = {D} "
                 f"values, (B, N, P·P·C) = {(B, N, D)}.")
+    if len(shape) == 3 and shape[0] == B and shape[2] == D and shape[1] < N:
+        return (f"there are {shape[1]} patches, expected (H/P)·(W/P) = {H // P}·{W // P} = {N}: a row or a column of "
+                "patches is missing (range(0, H − P, P) stops one patch early; range(0, H, P) reaches the last one).")
+    if len(shape) == 3 and shape[0] == B and shape[1] * shape[2] == N * D and shape[1] != N:
+        return (f"the patches have shape {shape}, expected (B, N, P·P·C) = {(B, N, D)}: P = {P} is the side of a "
+                f"patch in pixels, so an image of {H}×{W} pixels holds (H/P)·(W/P) = {N} patches of P·P·C = {D} "
+                "values each.")
     if shape == (N, D) and B > 1:
         return (f"the patches have shape {shape}: the batch axis is missing; patchify gets B = {B} images and "
                 f"returns (B, N, P·P·C) = {(B, N, D)}.")
     return None
-
-
-# --- exercise 5: SNAIL's causal attention block --------------------------------------------------
-def causal_weight_mistakes(x, W_q, W_k, W_v):
-    """{symptom: weights (B, T, T)} of the typical mistakes of `causal_attention_block`."""
-    T, d_in, d_key, d_value = x.shape[1], x.shape[2], W_q.shape[1], W_v.shape[1]
-    raw = (x @ W_q) @ (x @ W_k).transpose(1, 2)                  # (B, T, T), not yet scaled
-    scores = raw / math.sqrt(d_key)
-    mask = causal_mask(T)
-    ones = torch.ones(T, T, dtype=torch.bool)
-    inf = float("-inf")
-    mistakes = {
-        "the weights are transposed: row t of weights is query t's distribution over the keys s <= t "
-        "(weights[b, t, s]); you return its transpose.": masked_softmax(scores, mask).transpose(1, 2),
-        "the mask is inverted: causal_mask(T) is True where query t MAY attend to key s (s <= t); fill the "
-        "scores where it is False (~mask) with -inf, not where it is True (the last position then has no key "
-        "at all).": torch.softmax(scores.masked_fill(mask, inf), -1),
-        "the mask is inverted: causal_mask(T) is True where query t MAY attend to key s (s <= t); keep those "
-        "positions and mask the others.": masked_softmax(scores, ~mask),
-        "the causal mask is flipped: position t attends to the future (s > t). Keep s <= t, i.e. "
-        "True on and below the diagonal.": masked_softmax(scores, ~torch.triu(ones, 1).T),
-        "no causal mask: position t attends to every position, the future included.": torch.softmax(scores, -1),
-        "the mask is off by one: position t also attends to t + 1. Keep s <= t (torch.tril(..., diagonal=0)).":
-            masked_softmax(scores, torch.tril(ones, 1)),
-        **{"the mask leaves out the diagonal (torch.tril(..., -1), strictly below): position t may attend to s <= t, "
-           f"itself included; row 0 then has no key at all{what}.": weights for what, weights in (
-               (" and gives NaN", torch.softmax(scores.masked_fill(~torch.tril(ones, -1), inf), -1)),
-               ("", masked_softmax(scores, torch.tril(ones, -1))),
-               (", and with a finite fill such as -1e9 its weights spread evenly over all T steps, the future "
-                "included", torch.softmax(scores.masked_fill(~torch.tril(ones, -1), -1e9), -1)))},
-        "masked scores were set to 0 instead of -inf: exp(0) = 1 still gives the future some weight.":
-            torch.softmax(scores.masked_fill(~mask, 0.0), -1),
-        "the mask is applied after the softmax: the rows no longer sum to 1. Set the masked scores to -inf "
-        "before the softmax.": torch.softmax(scores, -1) * mask,
-        "the softmax is over the queries (dim 1), not the keys: use dim=-1.": masked_softmax(scores, mask, dim=1),
-        SOFTMAX_DIM_0: torch.softmax(scores.masked_fill(~mask, inf), 0),
-        "the weights are divided by their largest value, not by their sum: softmax(s)_s = "
-        "exp(s_s) / Σ_s' exp(s_s').": divided_by_max(scores, mask),
-        "the scores are not divided by √d_key: scale q·k by 1/math.sqrt(d_key) before the softmax.":
-            masked_softmax(raw, mask),
-    }
-    for name, W in (("W_q", W_q), ("W_k", W_k)):
-        mistakes[f"the queries and the keys come from the same matrix {name}: q = x @ W_q and k = x @ W_k, each "
-                 "with its own matrix."] = masked_softmax((x @ W) @ (x @ W).transpose(1, 2) / math.sqrt(d_key), mask)
-    mistakes.update(_wrong_scales(raw, d_key, {"d_value": (d_value, "the size of a value"),
-                                               "T": (T, "the number of steps"), "d_in": (d_in, "the size of an "
-                                                                                          "input")}, mask))
-    return mistakes
-
-
-def scores_for_weights(weights, x, W_q, W_k):
-    """The symptom when `weights` are the scores q·k/√d_key (or q·k) at every s <= t, whatever fills the later ones
-    (-inf, a large negative number): the softmax is missing from what is returned. Else None."""
-    got, keep = torch.as_tensor(weights).detach().float(), causal_mask(x.shape[1])
-    raw = (x @ W_q) @ (x @ W_k).transpose(1, 2)
-    for scores, what in ((raw / math.sqrt(W_q.shape[1]), "q·k/√d_key"), (raw, "q·k, not even scaled by 1/√d_key")):
-        if got.shape == scores.shape and torch.allclose(got[:, keep], scores[:, keep], atol=1e-4, rtol=1e-4):
-            return (f"the weights you return are the masked scores {what}, not the weights: the weights are their "
-                    "softmax over the keys, torch.softmax(scores, dim=-1) after masking; return those (the ones the "
-                    "read-out is made with).")
-    return None
-
-
-def wrong_weights_beside_right_output(weights, T):
-    """The symptom of `weights` that are wrong beside an output that is right (weights made up beside a read-out
-    computed otherwise, e.g. by F.scaled_dot_product_attention, which returns none); uniform ones named."""
-    keep = causal_mask(T).float()
-    uniform = keep / keep.sum(-1, keepdim=True)
-    got = torch.as_tensor(weights).detach().float()
-    what = ("the weights are uniform over the steps s <= t (1/(t+1) each), not the attention weights"
-            if got.shape[-2:] == uniform.shape and torch.allclose(got, uniform.expand_as(got), atol=1e-5)
-            else "the weights you return are wrong")
-    return (f"your output is right, but {what}: return the weights your read-out is made with, softmax over s <= t "
-            "of q_t·k_s/√d_key (F.scaled_dot_product_attention returns none: compute them, then read = weights @ v).")
-
-
-def causal_block_errors(B, T, d_in, d_key, d_value):
-    """The PyTorch errors of `causal_attention_block`'s typical slips, named."""
-    def matmul(match):
-        rows, cols = int(match.group(3)), int(match.group(4))           # the second factor's shape
-        if (rows, cols) in ((d_key, d_in), (d_value, d_in)):
-            return (f"a weight matrix was transposed: W_q and W_k are (d_in, d_key) = ({d_in}, {d_key}) and W_v "
-                    f"is (d_in, d_value) = ({d_in}, {d_value}), so q = x @ W_q, k = x @ W_k, v = x @ W_v (no .T).")
-        return ("a matrix product has shapes that do not fit: q = x @ W_q, k = x @ W_k, v = x @ W_v with x (B, T, "
-                "d_in); the scores are q @ k.transpose(1, 2), (B, T, T); the read-out is weights @ v.")
-
-    def mask_size(match):
-        sizes = {int(match.group(1)), int(match.group(2))}
-        if T in sizes and len(sizes) == 2:
-            return (f"the mask has the wrong size: it must be (T, T) = ({T}, {T}), T = x.shape[1] the number of "
-                    "steps (not the size of a vector).")
-        return None
-    return [
-        transposed_batch(B, d_key),
-        concatenated(2, "x and the read-out"),
-        (r"cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)", matmul),
-        (r"batch2 tensor to be", "the scores are q @ k.transpose(1, 2): transpose the last two axes of k, not "
-                                 "the batch."),
-        (r"operator\.invert\) is only implemented on integer and Boolean|masked_fill_? only supports boolean",
-         "the mask must be boolean (True = may attend): causal_mask(T), or torch.tril(torch.ones(T, T, "
-         "dtype=torch.bool)); a mask of 0.0/1.0 cannot be inverted with ~ nor used by masked_fill."),
-        (r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", mask_size),
-    ]
-

@@ -46,6 +46,7 @@ from .gpt_mistakes import (
     LOSS_NO_GRAD,
     MODEL_ERRORS,
     MODEL_MISTAKES,
+    TIED_IN_FORWARD,
     UNTIED,
     ReferenceGPT,
     block_variant,
@@ -58,6 +59,7 @@ from .lesson12_setup import (
     call_naming,
     first_moved,
     gqa_heads,
+    heads_permuted,
     leak_message,
     masks_more,
     randomise,
@@ -152,22 +154,28 @@ def gpt(ev: Evaluation, cls):
     logits (B, T, vocab_size). Compared with the course's GPT (learned positions) holding the same weights."""
     tests = 0
     V, L, max_len = 29, 2, 12
-    for seed, T in enumerate((9, max_len)):
+    for seed, (T, dropout) in enumerate(((9, 0.0), (max_len, 0.0), (9, 0.2))):
         torch.manual_seed(seed)
-        reference = randomise(ev, ReferenceGPT(V, D_MODEL, HEADS, L, D_FF, max_len).eval(), seed, positions=True)
-        module = build(ev, cls, reference, V, D_MODEL, HEADS, L, D_FF, max_len).eval()
+        training = dropout > 0
+        reference = randomise(ev, ReferenceGPT(V, D_MODEL, HEADS, L, D_FF, max_len, dropout=dropout), seed,
+                              positions=True).train(training)
+        module = build(ev, cls, reference, V, D_MODEL, HEADS, L, D_FF, max_len, dropout=dropout).train(training)
+        tied_in_init = module.head.weight is module.embed.weight
         tokens = torch.as_tensor(ev.rng(seed).integers(1, V, size=(3, T)))
         with torch.no_grad():
-            logits = call_naming(ev, MODEL_ERRORS, module, tokens)
+            logits = seeded(seed, call_naming, ev, MODEL_ERRORS, module, tokens)
             expect_shape(logits, (3, T, V), f"the logits for tokens of shape (3, {T})")
-            expected = reference(tokens)
-            mistakes = distinct({text: model_variant(reference, tokens, kind) for kind, text in MODEL_MISTAKES.items()},
+            expected = seeded(seed, reference, tokens)
+            kinds = [k for k in MODEL_MISTAKES if training or k != "pos_no_dropout"]
+            mistakes = distinct({MODEL_MISTAKES[k]: seeded(seed, model_variant, reference, tokens, k) for k in kinds},
                                 expected)
+            where = ", in training, dropout 0.2, the same dropout masks" if training else ""
             with explained(functools.partial(wrong_part, ev, module, reference, tokens)):
-                ev.expect_close(logits, expected, f"the logits (T = {T}, max_len = {max_len})", mistakes=mistakes,
-                                atol=1e-4)
-            expect(tied(ev, module, tokens, logits), UNTIED)
-            for k in (T - 1, T // 2):              # causality: later tokens changed, earlier logits kept
+                ev.expect_close(logits, expected, f"the logits (T = {T}, max_len = {max_len}{where})",
+                                mistakes=mistakes, atol=1e-4)
+            expect(training or tied(ev, module, tokens, logits), UNTIED)
+            expect(tied_in_init or module.head.weight is not module.embed.weight, TIED_IN_FORWARD)
+            for k in () if training else (T - 1, T // 2):   # causality: later tokens changed, earlier logits kept
                 changed = tokens.clone()
                 changed[:, k:] = (changed[:, k:] + 1) % (V - 1) + 1
                 moved = first_moved(logits, call_naming(ev, MODEL_ERRORS, module, changed), k)
@@ -361,6 +369,8 @@ def grouped_query_attention(ev: Evaluation, answer):
         probes = [functools.partial(masks_more, ev, GQA_ERRORS, answer, q, k, v, mask)] if lengths is not None else []
         probes += [functools.partial(gqa_heads, got, q, k, v, mask),
                    functools.partial(unnormalised, ev, GQA_ERRORS, answer, (q, k, v, mask), (2,), "the output")]
+        permuted = heads_permuted(got, expected)
+        expect(permuted is None, permuted)
         with explained(*probes):
             ev.expect_close(got, expected, f"the output of {name} attention (h={h}, h_kv={h_kv}{with_mask})",
                             mistakes=mistakes)

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from ..decoding import sampling_distribution as ref_sampling
 from .core import expect, expect_distribution, expect_shape, randn, to_numpy
 from .evaluation import Evaluation
+from .expectations import explained
 from .lesson12_setup import call_naming
 
 
@@ -141,8 +142,30 @@ def expect_sampling(ev: Evaluation, got, logits, temperature, top_k, top_p, what
         sampling_variant(logits, temperature, top_k, top_p, "no_renorm")
     mistakes = {k: v for k, v in mistakes.items() if not torch.allclose(v.float(), expected, atol=1e-5,
                                                                          equal_nan=True)}
-    ev.expect_close(got, expected, what, mistakes=mistakes, atol=1e-5, rtol=1e-4)
+    with explained(lambda: nucleus_symptom(got, logits, temperature, top_k, top_p, what)):
+        ev.expect_close(got, expected, what, mistakes=mistakes, atol=1e-5, rtol=1e-4)
     expect_distribution(got, what)
+
+
+def nucleus_symptom(got, logits, temperature, top_k, top_p, what):
+    """What is wrong with the set of tokens `got` keeps under top-p: a token dropped while a less probable one is
+    kept, or the wrong number of the most probable tokens. None when that set is the reference's."""
+    if top_p is None or top_p >= 1 or temperature == 0 or tuple(np.shape(to_numpy(got))) != tuple(logits.shape):
+        return None
+    probs = ref_sampling(logits, temperature, top_k, None).double()          # what top-p filters
+    kept, want = torch.as_tensor(to_numpy(got)) > 0, ref_sampling(logits, temperature, top_k, top_p) > 0
+    for row in range(probs.size(0)):
+        p, k = probs[row], kept[row]
+        if k.any() and (~k).any() and float(p[~k].max()) > float(p[k].min()) + 1e-9:
+            return (f"{what}: you keep a token of probability {float(p[k].min()):.3f} and drop one of "
+                    f"{float(p[~k].max()):.3f}. The nucleus is the MOST probable tokens: sort the probabilities in "
+                    "decreasing order, take the cumulative sum of the SORTED ones, and keep tokens until it reaches p")
+        if int(k.sum()) != int(want[row].sum()):
+            return (f"{what}: you keep the {int(k.sum())} most probable tokens (mass {float(p[k].sum()):.3f}); the "
+                    f"nucleus is the smallest such set whose mass reaches p = {top_p}, here {int(want[row].sum())} "
+                    "tokens. Compare the cumulative sum of the sorted PROBABILITIES with p (and keep the token that "
+                    "crosses it)")
+    return None
 
 
 SAMPLING_ERRORS = [

@@ -222,3 +222,21 @@ def gqa_heads(got, q, k, v, mask):
     return (f"query heads 0..{h - 1} use key/value heads {used}, not j // (h / h_kv) = {want}: consecutive query "
             "heads share a key/value head, h / h_kv of them each (k.repeat_interleave(h // h_kv, dim=1), the same "
             "for v)")
+
+
+def heads_permuted(got, expected):
+    """A message when `got` (B, h, T, d) holds the expected heads in another order, else None."""
+    got, expected = to_numpy(got), to_numpy(expected)
+    if got.shape != expected.shape:
+        return None
+    order = []
+    for j in range(got.shape[1]):
+        same = [i for i in range(expected.shape[1]) if np.allclose(got[:, j], expected[:, i], atol=1e-5)]
+        if not same:
+            return None
+        order.append(j if j in same else same[0])
+    if order == list(range(len(order))):
+        return None
+    return (f"every output head is right, in the wrong order: your heads 0..{len(order) - 1} are query heads {order}. "
+            "Output head j is query head j's: after working on a grouped view (B, h_kv, g, T, d), merge it back in "
+            "the same order, reshape(B, h_kv * g, T, d), without transposing h_kv and g")

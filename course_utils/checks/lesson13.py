@@ -20,7 +20,8 @@ from . import lesson13_symptoms as say
 from .core import ExerciseError, exercise, expect, expect_returns, expect_shape, randn, single_threaded, to_numpy
 from .evaluation import Evaluation
 from .expectations import explained
-from .lesson13_crashes import forward_failure, naming_crashes
+from .lesson13_crashes import forward_failure, merge_failure, naming_crashes
+from .lesson13_extremes import backward_in_float64, large_scores
 from .lesson13_inputs import NEG_INF
 from .lesson13_inputs import backward_inputs as _backward_inputs
 from .lesson13_inputs import blocks as _blocks
@@ -96,13 +97,15 @@ def online_softmax(ev: Evaluation, answer):
                             hint="m must end as the maximum of the row: m = max(m, max of the block) at every block.")
         l_kinds = ("no_rescale", "flipped", "flipped_safe", "stale_max", "no_guard", "old_max", "no_shift",
                    "max_wrong_axis", "init_zero", "sum_wrong_axis", "no_guard_zeroed", "block_max",
-                   "block_max_no_rescale", "lse", "old_max_safe", "sum_rows_mean")
+                   "block_max_no_rescale", "lse", "old_max_safe", "sum_rows_mean", "shift_columns", "clamp_safe",
+                   "rescale_new")
         _name(ell, expected[1], {k: say.ONLINE[k] for k in l_kinds}, lambda kind: values(kind)[1])
         _nan_free(ell, "l", say.NO_GUARD)
         with explained(functools.partial(say.online_rows, ell, expected[1])):
             ev.expect_close(ell, expected[1], f"l, the normaliser Σ exp(x − m) of each row (block_size={block})")
         tests += 1
-    return tests
+    large_scores(ev, answer)
+    return tests + 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -127,7 +130,9 @@ def merge_softmax_stats(ev: Evaluation, answer):
     for split in sorted(range(n + 1), key=lambda split: split in (0, n)):
         m1, l1 = _stats(x[:, :split]) if split else empty
         m2, l2 = _stats(x[:, split:]) if split < n else empty
-        m, ell = expect_returns(ev.call(answer, m1, l1, m2, l2), (m_true, l_true), ("m", "l"))
+        with merge_failure():
+            result = ev.call(answer, m1, l1, m2, l2)
+        m, ell = expect_returns(result, (m_true, l_true), ("m", "l"))
         expect_shape(m, (R,), "m")
         expect_shape(ell, (R,), "l")
         v = {kind: mk.merge(m1, l1, m2, l2, kind) for kind in say.MERGE}
@@ -137,7 +142,7 @@ def merge_softmax_stats(ev: Evaluation, answer):
             ev.expect_close(m, m_true, f"m (split after {split} of {n} entries)")
         _name(ell, l_true, {k: say.MERGE[k] for k in ("no_rescale", "flipped", "flipped_safe", "no_guard",
                                                      "one_rescaled", "other_rescaled", "to_min", "from_m1",
-                                                     "from_m2", "same_factor_m1", "same_factor_m2")},
+                                                     "from_m2", "same_factor_m1", "same_factor_m2", "lse", "product")},
               lambda kind, v=v: v[kind][1])
         _nan_free(ell, "l", say.NO_GUARD)
         with explained(functools.partial(say.merge_rows, ell, l_true, m1, m2)):
@@ -151,7 +156,7 @@ def merge_softmax_stats(ev: Evaluation, answer):
 # ---------------------------------------------------------------------------------------------
 _OUT_KINDS = ("acc_not_rescaled", "l_not_rescaled", "divide_inside", "divide_inside_twice", "divide_inside_reset",
               "scale_d", "no_scale", "scale_times", "drop_tail", "no_guard", "p_old_max", "no_safe",
-              "tk_from_q", "m_first", "state_outside")
+              "tk_from_q", "m_first", "state_outside", "drop_last_keys", "scale_dv")
 _CAUSAL_KINDS = ("wrong_side", "wrong_side_unmasked", "skip_ge", "skip_diag", "diag_full", "local_idx",
                  "local_idx_diag", "inverted_causal", "causal_ignored", "strict_causal")
 _MASK_KINDS = ("mask_ignored", "inverted_mask")
@@ -287,7 +292,8 @@ def tiled_attention(ev: Evaluation, answer):
 _BACKWARD_KINDS = ("no_D", "D_wrong_axis", "D_no_axis", "D_all", "D_plus", "lse_no_axis", "D_tile", "no_scale",
                    "scale_twice", "dq_no_scale", "dk_scale_twice", "p_no_scale", "p_softmax_tile", "dv_no_transpose",
                    "dk_no_transpose", "dv_from_out", "dk_from_dO", "overwrite", "overwrite_dq_dk", "overwrite_dq",
-                   "overwrite_dk", "D_dO", "lse_sign", "dv_dO_keys", "lse_keys")
+                   "overwrite_dk", "D_dO", "lse_sign", "dv_dO_keys", "lse_keys", "ds_D_outside", "keys_short",
+                   "dv_from_ds")
 
 
 def _dq_of(ev: Evaluation, out, lse, grad_out, bq, bk):
@@ -348,7 +354,8 @@ def tiled_attention_backward(ev: Evaluation, answer):
     out, lse = ref.tiled_attention(q, k, v, 4, causal=True)
     computed = tiles_above_computed(answer, q, k, v, 4, 4, _dq_of(ev, out, lse, grad_out, 4, 4))
     expect(not computed, say.BACKWARD["all_tiles"].format(rows=block_ranges([a for a, _ in computed], 4, 12)))
-    return tests + 2
+    backward_in_float64(ev, answer)
+    return tests + 3
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,6 +18,14 @@ CRASHES = [
     (r"Boolean value of Tensor with more than one value is ambiguous",
      "Python's max() (or an `if`) compared whole tensors of several values: take the maximum element by element "
      "with torch.maximum(m, x.amax(dim=-1)), and choose per row with torch.where"),
+    (r"only one element tensors can be converted to Python scalars",
+     "a math function (math.exp, math.log, float()) got a tensor of several values: it takes ONE number; use "
+     "torch.exp, torch.log, which work element by element"),
+    (r"output with shape \[[\d, ]+\] doesn't match the broadcast shape",
+     "an in-place update (+=, *=) of a tile got a larger shape than the tile: a number per query (D_i, L_i, m, l or "
+     "a rescale factor) has an extra axis, or lines up with the wrong one. Keep each as (..., T_q), e.g. D = "
+     "(grad_out * out).sum(dim=-1) without keepdim, slice it [..., i0:i1] and give it one axis, [..., None], "
+     "against a tile"),
 ]
 NO_AXIS = ("a number per query (the rescale factor e^(m_old − m_new), or l) multiplies or divides acc (..., block_q, "
            "d_v) without a last axis: give it one, rescale[..., None]")
@@ -25,6 +33,11 @@ SLICES = ("a tile of your loop meets the whole sequence (the sizes {a} and {b} d
           "queries, q[..., i0:i1, :], and k and v to the block of keys, [..., j0:j1, :]")
 STATE_SIZE = ("m, l and acc are made once, for a full block of {bq} queries: make them afresh for EACH block of "
               "queries, with i1 − i0 rows (the last block is shorter when block_q does not divide T_q)")
+
+WIDE_OUT = ("out (or acc) is made {d_k} wide, as q (torch.zeros_like(q)?): the output has the values' width d_v = "
+            "{d_v}; make it q.new_zeros(*q.shape[:-1], v.shape[-1])")
+STACKED = ("a merged statistic has 2 values, one per PART, where it needs one per row: after torch.stack([m1, m2]) "
+           "(2, R) the parts are axis 0, so reduce over dim=0 (or take torch.maximum(m1, m2) element by element)")
 
 
 def _renamed(error, symptom):
@@ -59,6 +72,9 @@ def forward_failure(mask, block_q, T_q, d_v, block_k=None):
         text = str(error)
         if not text.startswith(RAISED):
             raise
+        wide = re.search(r"expanded size of the tensor \((\d+)\) must match the existing size \((\d+)\)", text)
+        if wide and int(wide[2]) == d_v != int(wide[1]):
+            raise _renamed(error, WIDE_OUT.format(d_k=wide[1], d_v=d_v)) from None
         if mask is not None:
             raise _renamed(error, TILED["mask_not_broadcast"].format(shape=tuple(mask.shape))) from None
         sizes = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", text)
@@ -70,4 +86,16 @@ def forward_failure(mask, block_q, T_q, d_v, block_k=None):
         numbers = [int(n) for n in re.findall(r"\d+", text.partition("\n")[0])]
         if T_q in numbers and {block_q, block_k} & set(numbers) and T_q not in (block_q, block_k):
             raise _renamed(error, SLICES.format(a=min(block_q, block_k or block_q), b=T_q)) from None
+        raise
+
+
+@contextlib.contextmanager
+def merge_failure():
+    """merge_softmax_stats failing because a statistic of the two parts, stacked, was reduced over the rows."""
+    try:
+        yield
+    except ExerciseError as error:
+        sizes = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", str(error))
+        if str(error).startswith(RAISED) and sizes and 2 in (int(sizes[1]), int(sizes[2])):
+            raise _renamed(error, STACKED) from None
         raise

@@ -36,6 +36,8 @@ def online(blocks, kind="ok"):
             m_new = block.amax(dim=-1)
         guard = kind not in ("no_guard", "no_guard_zeroed")           # (zeroed: NaN turned into 0 at the end)
         ms = safe(m_new) if guard else m_new
+        if kind == "clamp_safe":                       # the safe maximum as max(m, 0): every negative one moved
+            ms = m_new.clamp(min=0.0)
         if kind == "old_max":                          # exp(x_block - m_old): inf at the first block
             p_sum = torch.exp(block - m[..., None]).sum(dim=-1)
         elif kind == "old_max_safe":                   # exp(x_block - m_old), guarded: exp(x_block) at the first
@@ -46,6 +48,8 @@ def online(blocks, kind="ok"):
             p_sum = torch.exp(block).sum(dim=-1)
         elif kind == "sum_wrong_axis":                 # the block's sum over its rows (dim 0): (b,), broadcast
             p_sum = torch.exp(block - ms[..., None]).sum(dim=0)
+        elif kind == "shift_columns":                  # m_new (R,) without its axis: subtracted along the columns
+            p_sum = torch.exp(block - ms).sum(dim=-1)
         elif kind in ("block_max", "block_max_no_rescale"):   # measured from the block's own maximum
             p_sum = torch.exp(block - safe(block.amax(dim=-1))[..., None]).sum(dim=-1)
         else:
@@ -56,8 +60,10 @@ def online(blocks, kind="ok"):
             ell = ell * torch.exp(m_new - m) + p_sum
         elif kind == "flipped_safe":
             ell = ell * torch.exp(safe(m_new) - safe(m)) + p_sum
+        elif kind == "rescale_new":                    # the factor on the new block's sum, not on the old l
+            ell = ell + torch.exp(m - ms) * p_sum
         else:
-            ell = ell * torch.exp((m - safe(m_new)) if guard else (m - m_new)) + p_sum
+            ell = ell * torch.exp(m - ms) + p_sum
         if kind != "stale_max":
             m = m_new
     if kind == "lse":                                  # the log-sum-exp returned in place of l
@@ -103,6 +109,10 @@ def merge(m1, l1, m2, l2, kind="ok"):
         return m, l1 + l2 * torch.exp(m2 - safe(m1))
     if kind == "from_m2":                              # l1 moved to m2 (not to m), l2 kept as it is
         return m, l1 * torch.exp(m1 - safe(m2)) + l2
+    if kind == "lse":                                  # the merged log-sum-exp returned in place of l
+        return m, torch.logaddexp(m1 + torch.log(l1), m2 + torch.log(l2))
+    if kind == "product":
+        return m, (l1 * torch.exp(m1 - ms)) * (l2 * torch.exp(m2 - ms))
     if kind in ("same_factor_m1", "same_factor_m2"):   # copy-paste: one part's factor used for both
         factor = torch.exp((m1 if kind == "same_factor_m1" else m2) - ms)
         return m, l1 * factor + l2 * factor
@@ -154,9 +164,10 @@ def tiled(q, k, v, block_q, block_k, causal=False, mask=None, kind="ok"):
         k, v, T_k = k[..., :T_q, :], v[..., :T_q, :], min(T_q, T_k)
         mask = None if mask is None else mask[..., :T_k]
     stop_q, stop_k = (T_q - T_q % block_q, T_k - T_k % block_k) if kind == "drop_tail" else (T_q, T_k)
+    stop_k = T_k - T_k % block_k if kind == "drop_last_keys" else stop_k
     if kind == "drop_last_q":                          # range(0, T_q - block_q, block_q): the last block missing
         stop_q = T_q - block_q if T_q > block_q else T_q
-    scale = SCALES[kind](d) if kind in SCALES else 1 / math.sqrt(d)
+    scale = SCALES[kind](d) if kind in SCALES else 1 / math.sqrt(d_v if kind == "scale_dv" else d)
     out, lse = torch.zeros(*lead, T_q, d_v), torch.full((*lead, T_q), NEG_INF)
     m = ell = acc = None
     for i0 in range(0, stop_q, block_q):
@@ -226,7 +237,7 @@ def backward(q, k, v, out, lse, grad_out, block_q, block_k, causal=False, kind="
     for i0 in range(0, T_q, block_q):
         i1 = min(i0 + block_q, T_q)
         q_i, do_i = q[..., i0:i1, :], grad_out[..., i0:i1, :]
-        for j0 in range(0, T_k, block_k):
+        for j0 in range(0, T_k - block_k if kind == "keys_short" else T_k, block_k):
             j1 = min(j0 + block_k, T_k)
             if causal and kind != "all_tiles" and j0 > i1 - 1:
                 continue
@@ -248,9 +259,13 @@ def backward(q, k, v, out, lse, grad_out, block_q, block_k, causal=False, kind="
                 ds = p * (dp - (D[..., i0:i1] if kind == "D_no_axis" else D[..., i0:i1, None]))
             if kind == "D_plus":
                 ds = p * (dp + D[..., i0:i1, None])
+            if kind == "ds_D_outside":                                       # P·dP − D: D not multiplied by P
+                ds = p * dp - D[..., i0:i1, None]
             dv_tile = (p @ do_i) if kind == "dv_no_transpose" else p.transpose(-2, -1) @ do_i
             if kind == "dv_dO_keys":                                          # dO sliced with the KEY block
                 dv_tile = p.transpose(-2, -1) @ grad_out[..., j0:j1, :]
+            if kind == "dv_from_ds":
+                dv_tile = ds.transpose(-2, -1) @ do_i
             if kind == "dv_from_out":
                 dv_tile = p.transpose(-2, -1) @ out[..., i0:i1, :]
             dk_tile = (ds @ q_i if kind == "dk_no_transpose" else ds.transpose(-2, -1) @ q_i) * grad_scale

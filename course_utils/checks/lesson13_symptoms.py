@@ -97,6 +97,14 @@ ONLINE["forgets_max"] = ("m ends below the row's maximum in the row whose maximu
                          "descending order), and is right in the row whose maximum comes last: m forgets the maxima "
                          "of earlier blocks. Keep the running maximum, m = torch.maximum(m, block.amax(dim=-1)) at "
                          "every block")
+ONLINE["shift_columns"] = ("the running maximum is subtracted along the block's COLUMNS: m_new has one value per "
+                           "row, (R,), and block − m_new lines it up with the columns; give it its axis, "
+                           "exp(block − m_new[..., None])")
+ONLINE["clamp_safe"] = ("l is measured from max(m, 0), not from m, in the rows whose maximum is negative: the safe "
+                        "maximum replaces only −∞ by 0, torch.where(torch.isneginf(m_new), 0, m_new) (clamp(min=0) "
+                        "moves every negative maximum too)")
+ONLINE["rescale_new"] = ("the factor e^(m_old − m_new) multiplies the NEW block's sum: it belongs to the OLD l, "
+                         "measured from the old maximum, l = l·e^(m_old − m_new) + Σ exp(x_block − m_new)")
 ROWS = ("random entries", "sorted in ascending order: its maximum in the last block", "with −∞ entries",
         "its first 4 entries −∞", "−∞ everywhere: m = −∞", "sorted in descending order: its maximum in the first block")
 
@@ -148,6 +156,10 @@ MERGE["same_factor_m1"] = ("both normalisers are rescaled by the same factor (e^
                            "copy-paste?): each moves from its OWN maximum to m = max(m1, m2), l = l1·e^(m1 − m) + "
                            "l2·e^(m2 − m)")
 MERGE["same_factor_m2"] = MERGE["same_factor_m1"]
+MERGE["lse"] = ("l is the merged log-sum-exp, m + log l: return the normaliser itself, l = l1·e^(m1 − m) + "
+                "l2·e^(m2 − m), measured from m = max(m1, m2)")
+MERGE["product"] = ("the two rescaled normalisers are multiplied: they are sums of exponentials over two parts of a "
+                    "row, so ADD them, l = l1·e^(m1 − m) + l2·e^(m2 − m)")
 
 
 def merge_rows(got, expected, m1, m2):
@@ -258,6 +270,10 @@ TILED["drop_last_q"] = ("no output is computed for the last queries ({rows}: all
                         "queries stops before them, as range(0, T_q − block_q, block_q) does; loop with range(0, T_q, "
                         "block_q) and i1 = min(i0 + block_q, T_q), so that every query is in a block (the last one "
                         "shorter when block_q does not divide T_q)")
+TILED["drop_last_keys"] = ("the last, shorter block of keys is never visited (only T_k // block_k full blocks): loop "
+                           "j0 over range(0, T_k, block_k) and clip j1 = min(j0 + block_k, T_k)")
+TILED["scale_dv"] = ("the scores are divided by √d_v, the width of the values: divide them by √d_k, the width of q "
+                     "and k (q.shape[-1])")
 BACKWARD = {
     "no_D": ("dS = P ∘ dP: the term D_i is missing. dS = P ∘ (dP − D_i), with D_i = rowsum(dO_i ∘ O_i), one number "
              "per query (the softmax subtracts the weighted mean of dP)"),
@@ -324,6 +340,11 @@ BACKWARD["D_rows"] = ("with dO zero at every query but one, dq of the other quer
                       "dO_i V_jᵀ and D_i = rowsum(dO_i ∘ O_i) are 0), and yours is not at queries {rows}: each "
                       "query's dS_i = P_i ∘ (dP_i − D_i) must use its OWN row, dO_i = grad_out[..., i0:i1, :] and "
                       "D_i from (grad_out * out).sum(dim=-1), one number per query")
+BACKWARD["ds_D_outside"] = ("dS = P ∘ dP − D_i: D_i must be multiplied by P too, dS = P ∘ (dP − D_i) (the bracket "
+                            "matters: the softmax's Jacobian is P_ij (dP_ij − D_i))")
+BACKWARD["keys_short"] = ("the last block of keys is never visited: the key loop stops at T_k − block_k; loop j0 over "
+                          "range(0, T_k, block_k) and clip j1 = min(j0 + block_k, T_k)")
+BACKWARD["dv_from_ds"] = ("dV is accumulated with dS: dV_j += P_ijᵀ dO_i, the PROBABILITIES (dS goes into dq and dk)")
 DENOMINATOR = "the denominator is φ(q_t)ᵀ z with z = Σ_j φ(k_j): the kernel of the query with every key, summed"
 LINEAR = {
     "S_from_q": ("S is built from the queries, Σ_t φ(q_t) v_tᵀ: the numerator's S sums over the KEYS, "

@@ -5,8 +5,9 @@ import torch
 import torch.nn.functional as F
 
 from ..snail import DenseBlock
-from .core import ExerciseError, randn
+from .core import ExerciseError, expect, randn
 from .evaluation import Evaluation
+from .lesson11_mistakes import call
 
 
 def dense_block_reference(x, W_f, W_g, dilation):
@@ -16,7 +17,7 @@ def dense_block_reference(x, W_f, W_g, dilation):
     """
     d_in, filters = W_f.shape[1:]
     with torch.random.fork_rng(devices=[]):          # building the block draws random weights: keep the seed
-        block = DenseBlock(d_in, filters, dilation)
+        block = DenseBlock(d_in, filters, dilation).to(x.dtype)
     with torch.no_grad():
         for conv, W in ((block.conv_f.conv, W_f), (block.conv_g.conv, W_g)):
             conv.weight.copy_(torch.stack([W[1].T, W[0].T], dim=-1))   # nn.Conv1d's tap 0 is x_{t−d}, tap 1 x_t
@@ -92,7 +93,20 @@ def _dense_mistakes(x, W_f, W_g, d):
             cat(_gated(x, W_f, W_f, past)),
         "one tap serves both steps, W[0] (x_t + x_{t−d}): W[0] multiplies the present x_t and W[1] the past x_{t−d}.":
             cat(_gated(x, W_f, W_g, past, taps=(0, 0))),
+        "σ is missing on the gate: the new features are tanh(filter) ⊙ σ(gate); the gate is raw here.":
+            cat(_gated(x, W_f, W_g, past, act_g=lambda z: z)),
+        "tanh is missing on the filter: the new features are tanh(filter) ⊙ σ(gate) (F.glu computes filter ⊙ "
+        "σ(gate), without the tanh).": cat(_gated(x, W_f, W_g, past, act_f=lambda z: z)),
+        "the gate's past tap uses W_f[1]: the gate is σ(x_t @ W_g[0] + x_{t−d} @ W_g[1]), all from W_g.":
+            cat(torch.tanh(x @ W_f[0] + past @ W_f[1]) * torch.sigmoid(x @ W_g[0] + past @ W_f[1])),
+        "the filter's past tap uses W_g[1]: the filter is tanh(x_t @ W_f[0] + x_{t−d} @ W_f[1]), all from W_f.":
+            cat(torch.tanh(x @ W_f[0] + past @ W_g[1]) * torch.sigmoid(x @ W_g[0] + past @ W_g[1])),
     })
+    if x.shape[0] > 1:
+        first = _delayed(x[:1], d).expand_as(x)         # every sequence's past taken from the first one's
+        mistakes["the delayed sequence comes from the first sequence of the batch for every sequence: build "
+                 "x_{t−d} from all of x, (B, T, d_in), e.g. F.pad(x, (0, 0, d, 0))[:, :T]."] = cat(
+            _gated(x, W_f, W_g, first))
     return mistakes
 
 
@@ -193,3 +207,20 @@ def _expect_causal(ev: Evaluation, answer, x, W_f, W_g, d, out, t):
     raise ExerciseError(f"the output at step {s} changed when only the inputs after step {t} changed: the block "
                         "looks into the future. Pad with d zeros on the LEFT only (not on the right, not on both "
                         "sides), so that step t mixes x_t with x_{t−d}, zero when t < d.")
+
+
+def expect_any_dtype(ev: Evaluation, answer):
+    """The block in float64: new tensors (the delayed sequence) must take x's dtype and device, as the exercise
+    says (torch.zeros(B, T, d_in) is float32 on the CPU whatever x is)."""
+    g = ev.rng(129)
+    x, W_f, W_g = (randn(g, *shape).double() for shape in ((2, 6, 3), (2, 3, 4), (2, 3, 4)))
+    made = ("make new tensors with x's dtype and device: the delayed sequence as F.pad(x, (0, 0, d, 0))[:, :T], "
+            "x.new_zeros(...) or torch.zeros_like(x); torch.zeros(B, T, d_in) is float32 on the CPU, whatever x is "
+            "(and on a GPU it would be on the wrong device).")
+    out = call(ev, answer, x, W_f, W_g, 2, errors=[
+        (r"same dtype|dtype .* (!=|but got)|expected scalar type|Float.*Double|Double.*Float",
+         f"the block fails on float64 inputs, mixing float32 and float64: {made}")] + dense_block_errors(6, 3, 2))
+    dtype = getattr(out, "dtype", type(out).__name__)
+    expect(dtype == torch.float64, f"on float64 inputs the block returns {dtype}: {made}")
+    ev.expect_close(out, dense_block_reference(x, W_f, W_g, 2), "the block's output on float64 inputs",
+                    mistakes=_dense_mistakes(x, W_f, W_g, 2))
