@@ -15,8 +15,7 @@ BARE = ("wrong values (largest difference", "contains NaN or inf where", "could 
 
 def _catalogue(kind):
     items = []
-    for catalogue in ("11", "12", "13", "11b", "12b", "13b", "11c", "12c", "13c", "11d", "12d", "13d", "11e", "12e",
-                      "13e"):
+    for catalogue in (f"{lesson}{letter}" for letter in ("", "b", "c", "d", "e", "f") for lesson in (11, 12, 13)):
         module = importlib.import_module(f"tests.fresh_slips.lesson{catalogue}")
         check = importlib.import_module(f"course_utils.checks.lesson{catalogue[:2]}")
         items += [pytest.param(getattr(check, exercise), fn, id=f"{catalogue}-{exercise}-{name}")

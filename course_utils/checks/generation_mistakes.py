@@ -37,6 +37,7 @@ def step_variant(q, k, v, cache_k, cache_v, kind):
     position = torch.tensor([kind if isinstance(kind, int) else {"pos0": 0, "pos+1": t + 1}.get(kind, t)])
     q_rot = q if kind == "k_only" else apply_rope(q, position)
     k_rot = k if kind == "q_only" else apply_rope(k, position)
+    k_rot = apply_rope(k_rot, position) if kind == "k_twice" else k_rot
     keys = torch.cat([cache_k, k_rot], 2)
     values = torch.cat([cache_v, apply_rope(v, position) if kind == "rope_v" else v], 2)
     if kind in ("rotate_again", "rotate_all"):  # the whole cache rotated at 0..t, the cached keys a second time
@@ -96,6 +97,7 @@ STEP_MISTAKES = {
     "no_scale": "the scores are not scaled: divide q kᵀ by √d (d = q.size(-1), the head's size)",
     "softmax_queries": "the softmax runs over the queries (dim=-2): take it over the keys, the last axis, so that "
                        "the newest query's weights over the t+1 keys sum to 1",
+    "k_twice": "the new key is rotated twice (by 2t): rotate it once, at its position t, then append it",
     "kt_reshape": "the keys are reshaped to (B, h, d, t+1), not transposed: reshape keeps the memory order, so it is "
                   "Kᵀ only while there is one key; use keys.transpose(-2, -1)",
 }
@@ -353,6 +355,11 @@ GQA_MISTAKES = {
     "softmax_queries": "the softmax runs over the queries (dim=-2): take it over the keys, the last axis",
 }
 GQA_ERRORS = [
+    (r"got shapes \([\d, ]+\), \(\d+,\)",
+     "k and v were flattened: repeat_interleave without dim= flattens the tensor; repeat along the head axis, "
+     "k.repeat_interleave(h // h_kv, dim=1)"),
+    (r"view size is not compatible", "an expanded tensor is a view that repeats memory: .view cannot merge its axes; "
+                                     "use .reshape (which copies), or k.repeat_interleave(h // h_kv, dim=1)"),
     (r"repeat_interleave\(\) received an invalid combination of arguments - got \(float",
      "the group size is a float: h / h_kv is a float in Python 3 even when it divides; use h // h_kv"),
     (r"expanded size of the tensor \((\d+)\) must match the existing size \((\d+)\) at non-singleton dimension 1",

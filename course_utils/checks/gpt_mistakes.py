@@ -46,6 +46,8 @@ def loss_variant(logits, tokens, pad_id, kind):
     if kind == "input_mask":
         inputs = tokens[:, :-1] != pad_id
         return F.cross_entropy(x[inputs], y[inputs])
+    if kind == "pad_greater":                    # ids above pad_id taken as the real targets
+        return F.cross_entropy(x[y > pad_id], y[y > pad_id])
     if kind == "time_major":                     # logits flattened after a transpose, the targets as they are
         return F.cross_entropy(x.transpose(0, 1).reshape(-1, x.size(-1)), y.reshape(-1), ignore_index=pad_id)
     if kind == "softmax_first":
@@ -72,6 +74,8 @@ LOSS_MISTAKES = {
                   "token of the NEXT row. Shift inside each row (logits[:, :-1] against tokens[:, 1:]), then flatten",
     "shift_batch": "the shift is on the batch axis (logits[:-1], tokens[1:]): the positions are axis 1, so "
                    "compare logits[:, :-1] with tokens[:, 1:]",
+    "pad_greater": "only targets with ids ABOVE pad_id count: ids below the pad id are real tokens too; leave out "
+                   "only the targets EQUAL to pad_id (ignore_index=pad_id, or tokens[:, 1:] != pad_id)",
     "time_major": "the logits and the targets are flattened in different orders (one of them transposed to "
                   "time-major first): the target of row n of the flat logits must be flat target n; flatten both "
                   "as (B, T-1) -> B·(T-1), logits[:, :-1].reshape(-1, V) and tokens[:, 1:].reshape(-1)",
@@ -112,6 +116,8 @@ LOSS_ERRORS = [
     (r"argument 'weight' \(position 3\) must be Tensor", "pad_id went to F.cross_entropy's THIRD positional "
                                                          "argument, which is `weight` (a tensor of class weights): "
                                                          "pass it by name, ignore_index=pad_id"),
+    (r"expected target dtype to be Long", "the targets reached F.cross_entropy as floats, which it reads as class "
+                                          "probabilities: keep them as integer ids (torch.long), without .float()"),
     (r"Expected target size", "F.cross_entropy takes the classes on axis 1: give it logits (N, V) and targets (N,), "
                               "flattened with .reshape(-1, V) and .reshape(-1)"),
     (r"Expected input batch_size", "the logits and the targets do not line up: shift both, then flatten both the "
@@ -169,6 +175,9 @@ def block_variant(layer, x, mask, kind):
         y = n1(x)
         x = x + d1(attn(y))
         return x + d2(ff(y))
+    if kind == "post_norm_ff":               # the second sub-layer post-norm, the first pre-norm
+        x = x + d1(attn(n1(x)))
+        return n2(x + d2(ff(x)))
     if kind == "norm_after_attn":            # the first LayerNorm on the attention's output, inside the residual
         x = x + n1(d1(attn(x)))
         return x + d2(ff(n2(x)))
@@ -231,6 +240,8 @@ BLOCK_MISTAKES = {
                   "residual (x = x + Dropout(Attn(...)), then x + Dropout(FFN(LayerNorm2(x))))",
     "stale": "the feed-forward network reads LayerNorm of the block's INPUT (the y computed before the "
              "attention): normalise the updated x again, x + Dropout(self.ff(self.norm2(x)))",
+    "post_norm_ff": "the feed-forward half is post-norm, LayerNorm(x + FFN(x)): in a pre-norm block it is "
+                    "x + Dropout(FFN(LayerNorm2(x))), like the attention half",
     "norm_after_attn": "the first LayerNorm is applied to the attention's OUTPUT (x + LN(Attn(x))): in a pre-norm "
                        "block it normalises the attention's INPUT, x = x + Dropout(Attn(LN(x)))",
     "norm_after": "the LayerNorm is applied to the sub-layer's OUTPUT: in a pre-norm block it normalises the "
@@ -345,6 +356,9 @@ MODEL_ERRORS = [
     (r"IndexError: index out of range in self",
      "an embedding table was read past its end: the position table has max_len rows, looked up by POSITION "
      "(0..T-1, self.pos(x) adds P[:T]), not by the token ids; the token ids index self.embed"),
+    (r"Expected tensor for argument #1 'indices' to have one of the following scalar types",
+     "the output layer looks up ids: `self.head = self.embed` replaced the Linear by the embedding module; tie the "
+     "WEIGHTS, self.head.weight = self.embed.weight"),
     (r"Given normalized_shape=\[\d+\], expected input with shape \[\*, \d+\], but got input of size\[\d+, \d+, \d+\]",
      "a LayerNorm got the logits (V values per position, not d_model): the final LayerNorm comes BEFORE the output "
      "layer, self.head(self.norm(x))"),
@@ -356,3 +370,9 @@ TIED_IN_FORWARD = ("the output layer is tied in forward, not in __init__: a new 
                    "that forward then throws away. Tie once, in __init__: self.head.weight = self.embed.weight")
 UNTIED = ("the output layer is not tied to the embedding: it must be the SAME parameter, "
           "self.head.weight = self.embed.weight (a copy of its values is not tied: the two would train apart)")
+
+BLOCK_ERRORS = [
+    (r"forward\(\) missing 1 required positional argument: 'value'",
+     "the course's MultiHeadAttention takes query, key and value (lesson 09): self-attention passes the normalised x "
+     "three times, self.attn(y, y, y, mask)"),
+]

@@ -26,6 +26,13 @@ from .core import (
 )
 from .evaluation import Evaluation
 from .expectations import explained
+from .lesson11_edges import (
+    MIXED,
+    attention_2d_in_float64,
+    causal_block_large_scores,
+    dense_block_long_dilation,
+    patchify_edges,
+)
 from .lesson11_mistakes import (
     FLOAT_SIZE,
     VIEW,
@@ -41,6 +48,7 @@ from .lesson11_mistakes import (
 from .snail_causal_block import (
     causal_block_errors,
     causal_weight_mistakes,
+    expect_causal_output,
     scores_for_weights,
     wrong_weights_beside_right_output,
 )
@@ -73,9 +81,11 @@ def self_attention_2d(ev: Evaluation, answer):
         expect_shape(weights, (B, N, N), f"weights (for x of shape {(B, C, H, W)}, N = H·W = {N})")
         ev.expect_close(weights, ref_w, "weights", mistakes=attention_2d_weight_mistakes(x, W_f, W_g, W_h))
         expect_distribution(weights, "weights (each query pixel's row)", axis=-1)
-        ev.expect_close(o, ref_o, "o", mistakes=attention_2d_output_mistakes(x, ref_w, W_h, W_v))
+        ev.expect_close(o, ref_o, "o", mistakes=attention_2d_output_mistakes(x, ref_w, W_h, W_v, W_f, W_g))
         tests += 1
-    return tests
+    attention_2d_in_float64(ev, answer, functools.partial(call, ev, answer,
+                                                          errors=[MIXED] + attention_2d_errors(2, 3, 2, 6)))
+    return tests + 1
 
 
 # --- exercise 2: the block y = x + γ·o -------------------------------------------------------------
@@ -196,6 +206,8 @@ def self_attention_block(ev: Evaluation, cls):
             "y = x + γ·x: o is missing; add the attention output, x + self.gamma * o.": 1.5 * x,
             "y = (1 − γ)·x + γ·o, a gate between x and o: the block is a residual, it keeps all of x and adds γ·o "
             "(at γ = 0.5 half of x is lost); return x + self.gamma * o.": 0.5 * x + 0.5 * o,
+            "y = x although γ = 0.5: forward does not use the γ the module holds (a γ made afresh in forward, or 0 "
+            "written in?); create self.gamma once, in __init__, and return x + self.gamma * o.": x,
             "y = x + tanh(γ)·o: γ scales o as it is; return x + self.gamma * o.":
                 x + math.tanh(0.5) * o,
             "y = x + σ(γ)·o: γ scales o as it is (σ(0) = 0.5 would not start the block as the identity); return "
@@ -223,8 +235,9 @@ def self_attention_block(ev: Evaluation, cls):
     return 7
 
 
-def _expect_one_key_channel(ev, cls, channels=8):
-    """SelfAttention2d(8) has C̄ = 1: an answer that squeezes the kernels loses the C̄ axis there."""
+def _expect_one_key_channel(ev, cls, channels=12):
+    """SelfAttention2d(12) has C̄ = 12 // 8 = 1: an answer that squeezes the kernels loses the C̄ axis there, one
+    that rounds C/8 up makes 2."""
     try:
         shapes = _expect_block_layout(call(ev, cls, channels, errors=_BUILD_ERRORS), channels, channels // 8)
     except ExerciseError as error:
@@ -278,7 +291,8 @@ def patchify(ev: Evaluation, answer):
     out = call(ev, answer, images, 2, errors=[VIEW])
     ev.expect_close(out[0, 0, :2], images[0, :, 0, 0], "the first two values of patch 0 (the channels of pixel (0, 0))",
                     atol=0, rtol=0)
-    return tests + 1
+    patchify_edges(ev, answer, functools.partial(call, ev, answer, errors=[VIEW, FLOAT_SIZE]))
+    return tests + 2
 
 
 # --- exercise 4: SNAIL's dense block (a gated causal dilated convolution) -------------------------
@@ -309,29 +323,11 @@ def dense_block(ev: Evaluation, answer):
         ev.expect_close(out, expected, "the block's output", mistakes=mistakes)
         tests += 1
     expect_any_dtype(ev, answer)
-    return tests + 2
+    dense_block_long_dilation(ev, answer, None, dense_block_reference)
+    return tests + 3
 
 
 # --- exercise 5: SNAIL's causal attention block ----------------------------------------------------
-def _expect_causal_output(ev, answer, args, out, t, known):
-    """Changing x after step t leaves the output at steps 0..t unchanged; else name the leak (a mistake of
-    `known`, {symptom: output}, that the output matches first)."""
-    got = torch.as_tensor(out).detach().float() if hasattr(out, "shape") else None
-    for symptom, wrong in known.items():
-        expect(got is None or got.shape != wrong.shape or not torch.allclose(got, wrong, atol=1e-5), symptom)
-    x = args[0]
-    changed = x.clone()
-    changed[:, t + 1:] = randn(ev.rng(1300 + x.shape[1]), x.shape[0], x.shape[1] - t - 1, x.shape[2])
-    after = ev.call(answer, changed, *args[1:])
-    after = after[0] if isinstance(after, (tuple, list)) and len(after) == 2 else after
-    if not (hasattr(after, "shape") and hasattr(out, "shape") and tuple(after.shape) == tuple(out.shape)):
-        return
-    expect(torch.allclose(out[:, :t + 1], after[:, :t + 1], atol=1e-5),
-           f"the output at steps 0..{t} changed when only the inputs after step {t} changed: the block looks at "
-           "the future (the weights are causal, so something else reads later steps). The read-out of step t is "
-           "Σ_{s<=t} weights[t, s] v_s, and x_t itself: nothing from s > t.")
-
-
 @exercise("causal_attention_block (SNAIL)", reference=_ref_causal_block)
 @single_threaded
 def causal_attention_block(ev: Evaluation, answer):
@@ -377,7 +373,7 @@ def causal_attention_block(ev: Evaluation, answer):
         expect(width == d_in + d_value or any(tuple(m.shape) == tuple(out.shape) for m in mistakes.values()),
                f"the output has {width} features, not d_in + d_value = {d_in + d_value}: it is [x, read], x itself "
                f"(d_in = {d_in}) first, then the read-out weights @ v (d_value = {d_value}).")
-        _expect_causal_output(ev, answer, (x, W_q, W_k, W_v), out, t=T // 2, known=mistakes)
+        expect_causal_output(ev, answer, (x, W_q, W_k, W_v), out, t=T // 2, known=mistakes)
         ev.expect_close(out, ref_out, "the block's output", mistakes=mistakes)
         tests += 1
     # causality: changing the future leaves the past unchanged
@@ -393,7 +389,9 @@ def causal_attention_block(ev: Evaluation, answer):
     expect(torch.allclose(before[:, :t + 1], after[:, :t + 1], atol=1e-5),
            f"the output at positions 0..{t} changed when positions {t + 1}..7 changed: the block looks at the "
            "future; mask the scores of keys s > t with -inf before the softmax.")
-    return tests + 1
+    causal_block_large_scores(ev, answer, functools.partial(
+        call, ev, answer, errors=causal_block_errors(2, 6, 4, 3, 2)))
+    return tests + 2
 
 
 __all__ = ["self_attention_2d", "self_attention_block", "patchify", "dense_block", "causal_attention_block",

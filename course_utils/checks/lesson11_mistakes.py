@@ -130,6 +130,10 @@ def attention_2d_weight_mistakes(x, W_f, W_g, W_h):
         "W_f x.": torch.softmax(q @ q.transpose(1, 2) / math.sqrt(d_key), dim=-1),
         "the weights are divided by their largest value, not by their sum: softmax(s)_i = "
         "exp(s_i) / Σ_i' exp(s_i').": divided_by_max(scores),
+        "the scores are MULTIPLIED by √d_key: divide them, q·k / math.sqrt(d_key), before the softmax.":
+            torch.softmax(raw * math.sqrt(d_key), dim=-1),
+        "one softmax runs over all N·N pairs of an image: take it over each query pixel's row, the keys (dim=-1), "
+        "so that every row sums to 1.": torch.softmax(scores.flatten(1), dim=-1).view_as(scores),
         "the softmax's stabilising maximum is taken over the queries (dim 1), not over each row's keys: subtract "
         "scores.amax(dim=-1, keepdim=True), one number per row, which leaves the softmax unchanged.":
             torch.exp(scores - scores.amax(1, keepdim=True)) / torch.exp(scores - scores.amax(1, keepdim=True)).sum(
@@ -151,13 +155,16 @@ def attention_2d_weight_mistakes(x, W_f, W_g, W_h):
     return mistakes
 
 
-def attention_2d_output_mistakes(x, weights, W_h, W_v):
+def attention_2d_output_mistakes(x, weights, W_h, W_v, W_f, W_g):
     """{symptom: o} of the typical mistakes of `self_attention_2d` after the weights, `weights` (B, N, N) right."""
     B, C, H, W = x.shape
     C_bar, N = W_h.shape[0], H * W
     image = lambda read: read.transpose(1, 2).reshape(B, -1, H, W)           # (B, N, c) -> (B, c, H, W)
     read = weights @ _pixels(conv1x1(x, W_h))                                 # (B, N, C̄)
+    scores = _pixels(conv1x1(x, W_g)) @ _pixels(conv1x1(x, W_f)).transpose(1, 2) / math.sqrt(W_f.shape[0])
     return {
+        "o mixes the values with the SCORES, not the weights: read = weights @ v, with the weights after the "
+        "softmax.": conv1x1(image(scores @ _pixels(conv1x1(x, W_h))), W_v),
         f"o has C̄ = {C_bar} channels, not C = {C}: the output map W_v is missing. SAGAN's final form maps "
         "the read-out back to C channels, o = conv1x1(read, W_v).": image(read),
         "o has the right shape but its values are scrambled: weights @ v is (B, N, C̄); transpose it "
@@ -233,6 +240,9 @@ def patch_mistakes(images, P):
         f"each \"patch\" gathers pixels {H // P} rows and {W // P} columns apart, not a P×P square: a side of "
         "length H splits as (H/P, P), which patch first and where inside it second; (P, H/P) interleaves the "
         "patches.": strided,
+        "the patches overlap: patch (r, c) starts at row r·P and column c·P (images[..., r*P:(r+1)*P, c*P:(c+1)*P]), "
+        "not at row r and column c.": torch.stack([images[:, :, r:r + P, c:c + P].permute(0, 2, 3, 1).reshape(B, D)
+                                                   for r in range(H // P) for c in range(W // P)], 1),
         "a reshape mixes rows of different patches: (B, H, W, C) taken straight to (B, N, P·P·C) reads runs of "
         "consecutive pixels along the image's rows, not P×P squares. Split H and W into (which patch, where "
         "inside it) and bring the two patch axes together before flattening.":

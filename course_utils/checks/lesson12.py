@@ -40,6 +40,7 @@ from .generation_mistakes import (
     step_variant,
 )
 from .gpt_mistakes import (
+    BLOCK_ERRORS,
     BLOCK_MISTAKES,
     LOSS_ERRORS,
     LOSS_MISTAKES,
@@ -53,8 +54,17 @@ from .gpt_mistakes import (
     loss_variant,
     model_variant,
 )
-from .lesson12_sampling import SAMPLING_ERRORS, designed_logits, expect_sampling, greedy, large_top_k, ties
+from .lesson12_sampling import (
+    SAMPLING_ERRORS,
+    designed_logits,
+    expect_sampling,
+    greedy,
+    large_top_k,
+    ties,
+    top_p_one,
+)
 from .lesson12_setup import (
+    batch_mixed,
     build,
     call_naming,
     first_moved,
@@ -128,7 +138,7 @@ def gpt_block(ev: Evaluation, cls):
         T = 6
         x, mask = randn(ev.rng(seed), 2, T, D_MODEL), causal_mask(T)
         with torch.no_grad():
-            out = seeded(seed, ev.call, module, x, mask)
+            out = seeded(seed, call_naming, ev, BLOCK_ERRORS, module, x, mask)
             expect_shape(out, (2, T, D_MODEL), "the block's output")
             expected = seeded(seed, reference, x, mask)
             kinds = [k for k in BLOCK_MISTAKES if training or not k.startswith(("no_dropout", "dropout_sum"))]
@@ -231,7 +241,7 @@ def sampling_distribution(ev: Evaluation, answer):
         got = call(logits, 1.5, None, 1.0)           # p = 1 keeps everything
         expect_sampling(ev, got, logits, 1.5, None, 1.0, "the distribution with top_p=1 (nothing filtered)")
         tests += 3
-    tests += greedy(ev, call) + ties(ev, call)      # temperature 0 (ties included); ties at top-k and top-p
+    tests += greedy(ev, call) + ties(ev, call) + top_p_one(ev, call)   # temperature 0, ties, p = 1 keeps all
     return tests + large_top_k(ev, answer)          # last: top_k > V filters nothing
 
 
@@ -368,6 +378,7 @@ def grouped_query_attention(ev: Evaluation, answer):
         with_mask = "" if lengths is None else f", a padding mask of shape {tuple(mask.shape)}"
         probes = [functools.partial(masks_more, ev, GQA_ERRORS, answer, q, k, v, mask)] if lengths is not None else []
         probes += [functools.partial(gqa_heads, got, q, k, v, mask),
+                   functools.partial(batch_mixed, ev, GQA_ERRORS, answer, (q, k, v, mask)),
                    functools.partial(unnormalised, ev, GQA_ERRORS, answer, (q, k, v, mask), (2,), "the output")]
         permuted = heads_permuted(got, expected)
         expect(permuted is None, permuted)

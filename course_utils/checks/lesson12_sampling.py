@@ -272,3 +272,15 @@ def large_top_k(ev: Evaluation, answer):
     expect_sampling(ev, got, logits, 1.0, top_k, None, f"the distribution with top_k={top_k} > V={V} (nothing "
                                                        "filtered)")
     return 1
+
+
+def top_p_one(ev: Evaluation, call):
+    """p = 1 keeps every token, even where the float cumulative sum reaches 1 before the last (many small ones)."""
+    logits = randn(ev.rng(7), 2, 3000, scale=4.0)
+    got = call(logits, 1.0, None, 1.0)
+    kept = int((torch.as_tensor(to_numpy(got)) > 0).sum()) if hasattr(got, "shape") else None
+    expect(kept in (None, logits.numel()),
+           f"with top_p=1.0 your answer keeps {kept} of the {logits.numel()} tokens: p = 1 keeps them all, but the "
+           "cumulative sum of float probabilities reaches 1 before the last, small ones; filter only when top_p < 1")
+    expect_sampling(ev, got, logits, 1.0, None, 1.0, "the distribution with top_p=1.0 (nothing filtered)")
+    return 1

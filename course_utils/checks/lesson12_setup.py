@@ -13,6 +13,7 @@ import torch
 import torch.nn as nn
 
 from ..attention import scaled_dot_product_attention
+from ..gpt_attention import grouped_query_attention as ref_gqa
 from .core import ExerciseError, expect, randn, to_numpy
 from .evaluation import Evaluation
 
@@ -240,3 +241,23 @@ def heads_permuted(got, expected):
     return (f"every output head is right, in the wrong order: your heads 0..{len(order) - 1} are query heads {order}. "
             "Output head j is query head j's: after working on a grouped view (B, h_kv, g, T, d), merge it back in "
             "the same order, reshape(B, h_kv * g, T, d), without transposing h_kv and g")
+
+
+def batch_mixed(ev, errors, answer, args):
+    """A message when `answer` is right on one sequence at a time (the batch's first axis) but not on the batch."""
+    B = args[0].shape[0]
+    if B < 2:
+        return None
+    for b in range(B):
+        one = [a[b:b + 1] if hasattr(a, "shape") and a.dim() > 2 and a.shape[0] == B else a for a in args]
+        want = ref_gqa(*one)
+        try:
+            got = call_naming(ev, errors, answer, *one)
+        except ExerciseError:
+            return None
+        if not (hasattr(got, "shape") and tuple(got.shape) == tuple(want.shape)
+                and np.allclose(to_numpy(got), to_numpy(want), atol=1e-5)):
+            return None
+    return (f"your answer is right on one sequence at a time but not on a batch of B = {B}: the sequences are "
+            "mixed. Keep the batch as the first axis of every reshape; repeat the key/value heads along dim=1, "
+            "k.repeat_interleave(h // h_kv, dim=1)")

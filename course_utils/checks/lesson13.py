@@ -20,7 +20,7 @@ from . import lesson13_symptoms as say
 from .core import ExerciseError, exercise, expect, expect_returns, expect_shape, randn, single_threaded, to_numpy
 from .evaluation import Evaluation
 from .expectations import explained
-from .lesson13_crashes import forward_failure, merge_failure, naming_crashes
+from .lesson13_crashes import backward_failure, forward_failure, merge_failure, naming_crashes
 from .lesson13_extremes import backward_in_float64, large_scores
 from .lesson13_inputs import NEG_INF
 from .lesson13_inputs import backward_inputs as _backward_inputs
@@ -90,7 +90,7 @@ def online_softmax(ev: Evaluation, answer):
         expect(not hasattr(m, "shape") or tuple(m.shape) != (), say.ONLINE["max_all"])
         expect_shape(m, (6,), "m")
         expect_shape(ell, (6,), "l")
-        m_kinds = ("max_wrong_axis", "stale_max", "no_guard", "init_zero", "block_max_only")
+        m_kinds = ("max_wrong_axis", "stale_max", "no_guard", "init_zero", "block_max_only", "first_block_only")
         _name(m, expected[0], {k: say.ONLINE[k] for k in m_kinds}, lambda kind: values(kind)[0])
         with explained(functools.partial(say.online_max_rows, m, expected[0])):   # (not a NaN from −∞ − (−∞))
             ev.expect_close(m, expected[0], f"m, the maximum of each row (block_size={block})",
@@ -98,7 +98,7 @@ def online_softmax(ev: Evaluation, answer):
         l_kinds = ("no_rescale", "flipped", "flipped_safe", "stale_max", "no_guard", "old_max", "no_shift",
                    "max_wrong_axis", "init_zero", "sum_wrong_axis", "no_guard_zeroed", "block_max",
                    "block_max_no_rescale", "lse", "old_max_safe", "sum_rows_mean", "shift_columns", "clamp_safe",
-                   "rescale_new")
+                   "rescale_new", "safe_block", "first_block_only")
         _name(ell, expected[1], {k: say.ONLINE[k] for k in l_kinds}, lambda kind: values(kind)[1])
         _nan_free(ell, "l", say.NO_GUARD)
         with explained(functools.partial(say.online_rows, ell, expected[1])):
@@ -142,7 +142,8 @@ def merge_softmax_stats(ev: Evaluation, answer):
             ev.expect_close(m, m_true, f"m (split after {split} of {n} entries)")
         _name(ell, l_true, {k: say.MERGE[k] for k in ("no_rescale", "flipped", "flipped_safe", "no_guard",
                                                      "one_rescaled", "other_rescaled", "to_min", "from_m1",
-                                                     "from_m2", "same_factor_m1", "same_factor_m2", "lse", "product")},
+                                                     "from_m2", "same_factor_m1", "same_factor_m2", "lse", "product",
+                                                     "l1_twice")},
               lambda kind, v=v: v[kind][1])
         _nan_free(ell, "l", say.NO_GUARD)
         with explained(functools.partial(say.merge_rows, ell, l_true, m1, m2)):
@@ -156,7 +157,7 @@ def merge_softmax_stats(ev: Evaluation, answer):
 # ---------------------------------------------------------------------------------------------
 _OUT_KINDS = ("acc_not_rescaled", "l_not_rescaled", "divide_inside", "divide_inside_twice", "divide_inside_reset",
               "scale_d", "no_scale", "scale_times", "drop_tail", "no_guard", "p_old_max", "no_safe",
-              "tk_from_q", "m_first", "state_outside", "drop_last_keys", "scale_dv")
+              "tk_from_q", "m_first", "state_outside", "drop_last_keys", "scale_dv", "k_query_range")
 _CAUSAL_KINDS = ("wrong_side", "wrong_side_unmasked", "skip_ge", "skip_diag", "diag_full", "local_idx",
                  "local_idx_diag", "inverted_causal", "causal_ignored", "strict_causal")
 _MASK_KINDS = ("mask_ignored", "inverted_mask")
@@ -293,7 +294,7 @@ _BACKWARD_KINDS = ("no_D", "D_wrong_axis", "D_no_axis", "D_all", "D_plus", "lse_
                    "scale_twice", "dq_no_scale", "dk_scale_twice", "p_no_scale", "p_softmax_tile", "dv_no_transpose",
                    "dk_no_transpose", "dv_from_out", "dk_from_dO", "overwrite", "overwrite_dq_dk", "overwrite_dq",
                    "overwrite_dk", "D_dO", "lse_sign", "dv_dO_keys", "lse_keys", "ds_D_outside", "keys_short",
-                   "dv_from_ds")
+                   "dv_from_ds", "dq_from_v", "dv_query_rows")
 
 
 def _dq_of(ev: Evaluation, out, lse, grad_out, bq, bk):
@@ -319,7 +320,8 @@ def tiled_attention_backward(ev: Evaluation, answer):
         q, k, v, grad_out = _backward_inputs(ev, 600 + seed, shape, d_v)
         out, lse = ref.tiled_attention(q, k, v, 4, causal=causal)
         expected = _gradients(q, k, v, grad_out, causal)
-        result = ev.call(answer, q, k, v, out, lse, grad_out, bq, bk, causal=causal)
+        with backward_failure(q.shape[-1], v.shape[-1]):
+            result = ev.call(answer, q, k, v, out, lse, grad_out, bq, bk, causal=causal)
         expect(not ev.modified, say.BACKWARD["inplace"])    # (core says which input; this, what it does here)
         if hasattr(result, "shape"):
             raise ExerciseError("return the three gradients, as `return dq, dk, dv` (got one tensor)")

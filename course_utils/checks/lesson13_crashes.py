@@ -21,6 +21,12 @@ CRASHES = [
     (r"only one element tensors can be converted to Python scalars",
      "a math function (math.exp, math.log, float()) got a tensor of several values: it takes ONE number; use "
      "torch.exp, torch.log, which work element by element"),
+    (r"maximum\(\): argument 'input' \(position 1\) must be Tensor, not float",
+     "m (or l) starts as a Python float: torch.maximum takes tensors; start with one per row, "
+     "torch.full(block.shape[:-1], float('-inf')) and torch.zeros(block.shape[:-1])"),
+    (r"output with shape \[\] doesn't match the broadcast shape",
+     "an in-place update (l *= ..., m += ...) of a 0-d start: one number cannot hold a value per row; start m and l "
+     "with one per row (torch.full(block.shape[:-1], float('-inf')), torch.zeros(...)) or write l = l * ..."),
     (r"output with shape \[[\d, ]+\] doesn't match the broadcast shape",
      "an in-place update (+=, *=) of a tile got a larger shape than the tile: a number per query (D_i, L_i, m, l or "
      "a rescale factor) has an extra axis, or lines up with the wrong one. Keep each as (..., T_q), e.g. D = "
@@ -36,6 +42,8 @@ STATE_SIZE = ("m, l and acc are made once, for a full block of {bq} queries: mak
 
 WIDE_OUT = ("out (or acc) is made {d_k} wide, as q (torch.zeros_like(q)?): the output has the values' width d_v = "
             "{d_v}; make it q.new_zeros(*q.shape[:-1], v.shape[-1])")
+GRAD_WIDTH = ("a gradient has another input's width (d_k = {d_k}, d_v = {d_v}): make each gradient like its own "
+              "input, dq = torch.zeros_like(q), dk = torch.zeros_like(k), dv = torch.zeros_like(v)")
 STACKED = ("a merged statistic has 2 values, one per PART, where it needs one per row: after torch.stack([m1, m2]) "
            "(2, R) the parts are axis 0, so reduce over dim=0 (or take torch.maximum(m1, m2) element by element)")
 
@@ -86,6 +94,9 @@ def forward_failure(mask, block_q, T_q, d_v, block_k=None):
         numbers = [int(n) for n in re.findall(r"\d+", text.partition("\n")[0])]
         if T_q in numbers and {block_q, block_k} & set(numbers) and T_q not in (block_q, block_k):
             raise _renamed(error, SLICES.format(a=min(block_q, block_k or block_q), b=T_q)) from None
+        if "Expected size for first two dimensions of batch2 tensor" in text:
+            raise _renamed(error, TILED["k_query_range"] + " (the scores' tile and the values' disagree on the keys)") \
+                from None
         raise
 
 
@@ -98,4 +109,16 @@ def merge_failure():
         sizes = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", str(error))
         if str(error).startswith(RAISED) and sizes and 2 in (int(sizes[1]), int(sizes[2])):
             raise _renamed(error, STACKED) from None
+        raise
+
+
+@contextlib.contextmanager
+def backward_failure(d_k, d_v):
+    """The backward pass failing because a gradient was made with another input's shape (dv like q)."""
+    try:
+        yield
+    except ExerciseError as error:
+        sizes = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", str(error))
+        if str(error).startswith(RAISED) and sizes and {int(sizes[1]), int(sizes[2])} == {d_k, d_v}:
+            raise _renamed(error, GRAD_WIDTH.format(d_k=d_k, d_v=d_v)) from None
         raise

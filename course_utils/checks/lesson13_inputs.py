@@ -19,13 +19,14 @@ def stats(x):
 
 
 def online_inputs(ev: Evaluation, seed):
-    """Rows (6, 12): random, ascending (the maximum grows at every block), with −inf entries, a first
+    """Rows (6, 12): random, ascending (the maximum grows at every block), with −inf entries (its last 4), a first
     block of −inf (the first 4 entries), a row of −inf only, and descending (the maximum in the first block)."""
     g = ev.rng(seed)
     x = randn(g, 6, 12, scale=3.0)
     x[1] = torch.sort(x[1]).values
     x[2, torch.as_tensor(g.random(12) < 0.4)] = NEG_INF
-    x[2, int(g.integers(12))] = 0.5
+    x[2, -4:] = NEG_INF                                # a block of −∞ after finite ones (blocks of up to 4)
+    x[2, int(g.integers(8))] = 0.5
     x[3, :4] = NEG_INF
     x[4, :] = NEG_INF
     x[5] = torch.sort(x[5], descending=True).values

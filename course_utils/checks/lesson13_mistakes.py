@@ -38,6 +38,8 @@ def online(blocks, kind="ok"):
         ms = safe(m_new) if guard else m_new
         if kind == "clamp_safe":                       # the safe maximum as max(m, 0): every negative one moved
             ms = m_new.clamp(min=0.0)
+        if kind == "safe_block":                       # the guard tests the block's maximum, not m_new
+            ms = torch.where(torch.isneginf(block.amax(dim=-1)), 0.0, m_new)
         if kind == "old_max":                          # exp(x_block - m_old): inf at the first block
             p_sum = torch.exp(block - m[..., None]).sum(dim=-1)
         elif kind == "old_max_safe":                   # exp(x_block - m_old), guarded: exp(x_block) at the first
@@ -66,6 +68,8 @@ def online(blocks, kind="ok"):
             ell = ell * torch.exp(m - ms) + p_sum
         if kind != "stale_max":
             m = m_new
+        if kind == "first_block_only":                 # a return indented into the loop
+            break
     if kind == "lse":                                  # the log-sum-exp returned in place of l
         return m, m + torch.log(ell)
     return m, ell if guard or kind == "no_guard" else torch.nan_to_num(ell)
@@ -111,6 +115,8 @@ def merge(m1, l1, m2, l2, kind="ok"):
         return m, l1 * torch.exp(m1 - safe(m2)) + l2
     if kind == "lse":                                  # the merged log-sum-exp returned in place of l
         return m, torch.logaddexp(m1 + torch.log(l1), m2 + torch.log(l2))
+    if kind == "l1_twice":                             # copy-paste: l1 in both terms
+        return m, l1 * torch.exp(m1 - ms) + l1 * torch.exp(m2 - ms)
     if kind == "product":
         return m, (l1 * torch.exp(m1 - ms)) * (l2 * torch.exp(m2 - ms))
     if kind in ("same_factor_m1", "same_factor_m2"):   # copy-paste: one part's factor used for both
@@ -181,7 +187,8 @@ def tiled(q, k, v, block_q, block_k, causal=False, mask=None, kind="ok"):
             j1 = min(j0 + block_k, T_k)
             if causal and _skipped(kind, i0, i1, j0, j1):
                 continue
-            s = q[..., i0:i1, :] @ k[..., j0:j1, :].transpose(-2, -1) * scale
+            keys = k[..., i0:i1, :] if kind == "k_query_range" else k[..., j0:j1, :]   # (a slice copied from q's)
+            s = q[..., i0:i1, :] @ keys.transpose(-2, -1) * scale
             keep = _causal_keep(kind, i0, i1, j0, j1) if causal else None
             if mask is not None and kind != "mask_ignored":
                 tile = mask[..., i0:i1, j0:j1]
@@ -273,7 +280,8 @@ def backward(q, k, v, out, lse, grad_out, block_q, block_k, causal=False, kind="
                 dk_tile = ds.transpose(-2, -1) @ do_i * grad_scale
             if kind == "dk_scale_twice":
                 dk_tile = dk_tile * scale
-            dq_tile = ds @ k[..., j0:j1, :] * (1.0 if kind == "dq_no_scale" else grad_scale)
+            dq_tile = ds @ (v if kind == "dq_from_v" else k)[..., j0:j1, :]
+            dq_tile = dq_tile * (1.0 if kind == "dq_no_scale" else grad_scale)
             if kind == "overwrite":
                 dq[..., i0:i1, :], dk[..., j0:j1, :], dv[..., j0:j1, :] = dq_tile, dk_tile, dv_tile
             elif kind == "overwrite_dq_dk":                                   # dv accumulated, dq and dk not
@@ -286,7 +294,7 @@ def backward(q, k, v, out, lse, grad_out, block_q, block_k, causal=False, kind="
             else:
                 dq[..., i0:i1, :] += dq_tile
                 dk[..., j0:j1, :] += dk_tile
-                dv[..., j0:j1, :] += dv_tile
+                dv[..., (i0 if kind == "dv_query_rows" else j0):(i1 if kind == "dv_query_rows" else j1), :] += dv_tile
     return dq, dk, dv
 
 

@@ -105,6 +105,11 @@ ONLINE["clamp_safe"] = ("l is measured from max(m, 0), not from m, in the rows w
                         "moves every negative maximum too)")
 ONLINE["rescale_new"] = ("the factor e^(m_old − m_new) multiplies the NEW block's sum: it belongs to the OLD l, "
                          "measured from the old maximum, l = l·e^(m_old − m_new) + Σ exp(x_block − m_new)")
+ONLINE["safe_block"] = ("the safe maximum tests the BLOCK's maximum, not m_new: after finite blocks a block of −∞ "
+                        "has m_new finite, and your l is measured from 0 there; torch.where(torch.isneginf(m_new), 0, "
+                        "m_new)")
+ONLINE["first_block_only"] = ("m and l are those of the FIRST block only: the function returned after one block (a "
+                              "`return` indented into the loop?); go over every block, return after the loop")
 ROWS = ("random entries", "sorted in ascending order: its maximum in the last block", "with −∞ entries",
         "its first 4 entries −∞", "−∞ everywhere: m = −∞", "sorted in descending order: its maximum in the first block")
 
@@ -158,6 +163,8 @@ MERGE["same_factor_m1"] = ("both normalisers are rescaled by the same factor (e^
 MERGE["same_factor_m2"] = MERGE["same_factor_m1"]
 MERGE["lse"] = ("l is the merged log-sum-exp, m + log l: return the normaliser itself, l = l1·e^(m1 − m) + "
                 "l2·e^(m2 − m), measured from m = max(m1, m2)")
+MERGE["l1_twice"] = ("l1 appears in both terms (a copy-paste?): l = l1·e^(m1 − m) + l2·e^(m2 − m), the second "
+                     "part's normaliser l2 in the second term")
 MERGE["product"] = ("the two rescaled normalisers are multiplied: they are sums of exponentials over two parts of a "
                     "row, so ADD them, l = l1·e^(m1 − m) + l2·e^(m2 − m)")
 
@@ -272,6 +279,8 @@ TILED["drop_last_q"] = ("no output is computed for the last queries ({rows}: all
                         "shorter when block_q does not divide T_q)")
 TILED["drop_last_keys"] = ("the last, shorter block of keys is never visited (only T_k // block_k full blocks): loop "
                            "j0 over range(0, T_k, block_k) and clip j1 = min(j0 + block_k, T_k)")
+TILED["k_query_range"] = ("the keys are sliced with the QUERIES' range, k[..., i0:i1, :]: a tile's keys are "
+                          "k[..., j0:j1, :], the same block as its values")
 TILED["scale_dv"] = ("the scores are divided by √d_v, the width of the values: divide them by √d_k, the width of q "
                      "and k (q.shape[-1])")
 BACKWARD = {
@@ -344,6 +353,9 @@ BACKWARD["ds_D_outside"] = ("dS = P ∘ dP − D_i: D_i must be multiplied by P 
                             "matters: the softmax's Jacobian is P_ij (dP_ij − D_i))")
 BACKWARD["keys_short"] = ("the last block of keys is never visited: the key loop stops at T_k − block_k; loop j0 over "
                           "range(0, T_k, block_k) and clip j1 = min(j0 + block_k, T_k)")
+BACKWARD["dq_from_v"] = "dQ_i += dS_ij V_j: the keys go there, dQ_i += dS_ij K_j (times 1/√d_k)"
+BACKWARD["dv_query_rows"] = ("dV is accumulated at the QUERIES' rows, dv[..., i0:i1]: dV_j belongs to the block of "
+                             "keys, dv[..., j0:j1, :] += P_ijᵀ dO_i")
 BACKWARD["dv_from_ds"] = ("dV is accumulated with dS: dV_j += P_ijᵀ dO_i, the PROBABILITIES (dS goes into dq and dk)")
 DENOMINATOR = "the denominator is φ(q_t)ᵀ z with z = Σ_j φ(k_j): the kernel of the query with every key, summed"
 LINEAR = {

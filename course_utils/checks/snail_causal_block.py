@@ -6,6 +6,7 @@ import math
 import torch
 
 from ..masks import causal_mask, masked_softmax
+from .core import expect, randn
 from .lesson11_mistakes import SOFTMAX_DIM_0, _wrong_scales, concatenated, divided_by_max, transposed_batch
 
 
@@ -118,3 +119,21 @@ def causal_block_errors(B, T, d_in, d_key, d_value):
         (r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", mask_size),
     ]
 
+
+def expect_causal_output(ev, answer, args, out, t, known):
+    """Changing x after step t leaves the output at steps 0..t unchanged; else name the leak (a mistake of
+    `known`, {symptom: output}, that the output matches first)."""
+    got = torch.as_tensor(out).detach().float() if hasattr(out, "shape") else None
+    for symptom, wrong in known.items():
+        expect(got is None or got.shape != wrong.shape or not torch.allclose(got, wrong, atol=1e-5), symptom)
+    x = args[0]
+    changed = x.clone()
+    changed[:, t + 1:] = randn(ev.rng(1300 + x.shape[1]), x.shape[0], x.shape[1] - t - 1, x.shape[2])
+    after = ev.call(answer, changed, *args[1:])
+    after = after[0] if isinstance(after, (tuple, list)) and len(after) == 2 else after
+    if not (hasattr(after, "shape") and hasattr(out, "shape") and tuple(after.shape) == tuple(out.shape)):
+        return
+    expect(torch.allclose(out[:, :t + 1], after[:, :t + 1], atol=1e-5),
+           f"the output at steps 0..{t} changed when only the inputs after step {t} changed: the block looks at "
+           "the future (the weights are causal, so something else reads later steps). The read-out of step t is "
+           "Σ_{s<=t} weights[t, s] v_s, and x_t itself: nothing from s > t.")

@@ -93,6 +93,8 @@ def _dense_mistakes(x, W_f, W_g, d):
             cat(_gated(x, W_f, W_f, past)),
         "one tap serves both steps, W[0] (x_t + x_{t−d}): W[0] multiplies the present x_t and W[1] the past x_{t−d}.":
             cat(_gated(x, W_f, W_g, past, taps=(0, 0))),
+        "tanh wraps the product, tanh(filter ⊙ σ(gate)): the new features are tanh(filter) ⊙ σ(gate), tanh on the "
+        "filter alone.": cat(torch.tanh((x @ W_f[0] + past @ W_f[1]) * torch.sigmoid(x @ W_g[0] + past @ W_g[1]))),
         "σ is missing on the gate: the new features are tanh(filter) ⊙ σ(gate); the gate is raw here.":
             cat(_gated(x, W_f, W_g, past, act_g=lambda z: z)),
         "tanh is missing on the filter: the new features are tanh(filter) ⊙ σ(gate) (F.glu computes filter ⊙ "

@@ -421,7 +421,9 @@ slip("sampling_distribution", "temperature 0 not handled (divides by 0)")(lambda
 slip("sampling_distribution", "top-p on top-k's probabilities not renormalised")(lambda *a, **k: _sd(*a, **k, p_unnormalised=True))
 
 
-@correct("sampling_distribution", "threshold by searchsorted-free loop over rows, probabilities path")
+# Planted as right; wrong at top_p = 1 on a large vocabulary, which the lesson says keeps every token: the float
+# cumulative sum reaches 1 before the last tokens and drops them (found by the sixth catalogue's fixes).
+@slip("sampling_distribution", "threshold loop over rows: top-p run at p = 1 too, small tokens dropped")
 def sd_rows(logits, temperature=1.0, top_k=None, top_p=None):
     out = []
     for row in logits.float():
@@ -448,7 +450,7 @@ def sd_rows(logits, temperature=1.0, top_k=None, top_p=None):
     return torch.stack(out)
 
 
-@correct("sampling_distribution", "top-p via 'mass before the token < p' mask, then threshold value")
+@slip("sampling_distribution", "'mass before the token < p' mask: top-p run at p = 1 too, small tokens dropped")
 def sd_mass_before(logits, temperature=1.0, top_k=None, top_p=None):
     if temperature == 0:
         return torch.zeros_like(logits, dtype=torch.float).scatter(-1, logits.argmax(-1, keepdim=True), 1.0)
