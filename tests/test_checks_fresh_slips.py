@@ -15,7 +15,7 @@ BARE = ("wrong values (largest difference", "contains NaN or inf where", "could 
 
 def _catalogue(kind):
     items = []
-    for catalogue in (f"{lesson}{letter}" for letter in ("", "b", "c", "d", "e", "f") for lesson in (11, 12, 13)):
+    for catalogue in (f"{lesson}{letter}" for letter in ("", "b", "c", "d", "e", "f", "g") for lesson in (11, 12, 13)):
         module = importlib.import_module(f"tests.fresh_slips.lesson{catalogue}")
         check = importlib.import_module(f"course_utils.checks.lesson{catalogue[:2]}")
         items += [pytest.param(getattr(check, exercise), fn, id=f"{catalogue}-{exercise}-{name}")

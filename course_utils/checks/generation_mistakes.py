@@ -48,7 +48,8 @@ def step_variant(q, k, v, cache_k, cache_v, kind):
     if kind == "new_only":
         used_k, used_v = k_rot, v
     mask = causal_mask(t + 1)[:1] if kind == "mask_row0" else None   # the causal mask's first row
-    scale = {"scale_1/d": 1 / q.size(-1), "no_scale": 1.0, "scale_d_model": 1 / math.sqrt(q.size(-1) * q.size(1)),
+    scale = {"scale_1/d": 1 / q.size(-1), "no_scale": 1.0, "scale_times": math.sqrt(q.size(-1)),
+             "scale_d_model": 1 / math.sqrt(q.size(-1) * q.size(1)),
              "scale_after": 1.0, "scale_keys": 1 / math.sqrt(t + 1), "scale_cache": 1 / math.sqrt(max(t, 1))}.get(kind)
     if scale is not None or kind in ("softmax_queries", "kt_reshape"):
         keys_t = used_k.reshape(*used_k.shape[:2], used_k.size(3), used_k.size(2)) if kind == "kt_reshape" else \
@@ -98,6 +99,7 @@ STEP_MISTAKES = {
     "softmax_queries": "the softmax runs over the queries (dim=-2): take it over the keys, the last axis, so that "
                        "the newest query's weights over the t+1 keys sum to 1",
     "k_twice": "the new key is rotated twice (by 2t): rotate it once, at its position t, then append it",
+    "scale_times": "the scores are MULTIPLIED by √d: divide q kᵀ by √d (d = q.size(-1), the head's size)",
     "kt_reshape": "the keys are reshaped to (B, h, d, t+1), not transposed: reshape keeps the memory order, so it is "
                   "Kᵀ only while there is one key; use keys.transpose(-2, -1)",
 }
@@ -118,6 +120,9 @@ SQUEEZED = ("out has lost its position axis: return out (B, h, 1, d), the ONE ne
 CAT_AXIS = ("torch.cat joined the cache and the new key or value along the wrong axis: the positions are axis 2 "
             "of (B, h, t, d), torch.cat([cache_k, k], dim=2)")
 STEP_ERRORS = [
+    (r"must match the size of tensor b \(\d+\) at non-singleton dimension 1",
+     "the heads axis (dim 1) meets another axis: transpose(1, 2) swaps heads and positions; the scores take Kᵀ "
+     "over the LAST two axes, keys.transpose(-2, -1)"),
     (r"Sizes of tensors must match except in dimension [0134]", CAT_AXIS),
     (r"positions must be \(T,\)", "apply_rope takes the positions as a 1-D tensor (T,): for the one newest "
                                   "position, torch.tensor([t]), not torch.tensor(t) or an int"),
@@ -201,6 +206,9 @@ def rope_variant(x, positions, base, kind):
         return out
     x1, x2 = x[..., :d // 2], x[..., d // 2:]
     halves = [x1 * cos - x2 * sin, x1 * sin + x2 * cos]
+    if kind == "neighbours_halves":        # pairs read as neighbours (2i, 2i+1), written back as halves
+        n1, n2 = x[..., 0::2], x[..., 1::2]
+        return torch.cat([n1 * cos - n2 * sin, n1 * sin + n2 * cos], -1)
     if kind == "stacked":                  # the halves' rotated values written pair by pair
         return torch.stack(halves, -1).flatten(-2)
     return torch.cat(halves[::-1] if kind == "halves_swapped" else halves, -1)
@@ -214,6 +222,9 @@ ROPE_MISTAKES = {
             "a rotation by +m θ_i",
     "sin_cos": "sin and cos are swapped: the first half becomes x_i cos(mθ_i) - x_{i+d/2} sin(mθ_i), the second "
                "x_i sin(mθ_i) + x_{i+d/2} cos(mθ_i)",
+    "neighbours_halves": "the pairs are read as neighbours (x[..., 0::2], x[..., 1::2]) but written back as halves: "
+                         "this lesson pairs feature i with feature i + d/2 both ways, x1, x2 = x[..., :d//2], "
+                         "x[..., d//2:]",
     "stacked": "the rotated values are written pair by pair (torch.stack([...], -1).flatten(-2) interleaves them): "
                "this lesson keeps the HALVES, torch.cat([x1 cos - x2 sin, x1 sin + x2 cos], dim=-1)",
     "halves_swapped": "the two rotated halves are put back in the wrong order: the rotated x_i go first, then the "

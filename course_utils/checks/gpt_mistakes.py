@@ -46,6 +46,12 @@ def loss_variant(logits, tokens, pad_id, kind):
     if kind == "input_mask":
         inputs = tokens[:, :-1] != pad_id
         return F.cross_entropy(x[inputs], y[inputs])
+    if kind == "pads_only":                      # the pad mask inverted: the mean over the padding targets
+        return F.cross_entropy(x[y == pad_id], y[y == pad_id])
+    if kind == "last_only":                      # only the window's last target
+        return F.cross_entropy(logits[:, -2], tokens[:, -1], ignore_index=pad_id)
+    if kind == "reshape_bvt":                    # (B, T-1, V) reshaped, not transposed, to (B, V, T-1)
+        return F.cross_entropy(x.reshape(x.size(0), x.size(-1), x.size(1)), y, ignore_index=pad_id)
     if kind == "pad_greater":                    # ids above pad_id taken as the real targets
         return F.cross_entropy(x[y > pad_id], y[y > pad_id])
     if kind == "time_major":                     # logits flattened after a transpose, the targets as they are
@@ -74,6 +80,12 @@ LOSS_MISTAKES = {
                   "token of the NEXT row. Shift inside each row (logits[:, :-1] against tokens[:, 1:]), then flatten",
     "shift_batch": "the shift is on the batch axis (logits[:-1], tokens[1:]): the positions are axis 1, so "
                    "compare logits[:, :-1] with tokens[:, 1:]",
+    "pads_only": "the loss is the mean over the PADDING targets: the mask is inverted; keep the targets that are "
+                 "not pad_id (tokens[:, 1:] != pad_id, or ignore_index=pad_id)",
+    "last_only": "only the last target of each window is scored: every position t < T-1 predicts token t+1, so "
+                 "compare all of logits[:, :-1] with tokens[:, 1:]",
+    "reshape_bvt": "the logits were reshaped to (B, V, T-1), not transposed: reshape keeps the memory order and "
+                   "scrambles V and T; use logits[:, :-1].transpose(1, 2), or flatten both to (N, V) and (N,)",
     "pad_greater": "only targets with ids ABOVE pad_id count: ids below the pad id are real tokens too; leave out "
                    "only the targets EQUAL to pad_id (ignore_index=pad_id, or tokens[:, 1:] != pad_id)",
     "time_major": "the logits and the targets are flattened in different orders (one of them transposed to "
@@ -175,6 +187,9 @@ def block_variant(layer, x, mask, kind):
         y = n1(x)
         x = x + d1(attn(y))
         return x + d2(ff(y))
+    if kind == "norm2_residual":             # x = norm2(x): the second residual adds to the normalised x
+        x = n2(x + d1(attn(n1(x))))
+        return x + d2(ff(x))
     if kind == "post_norm_ff":               # the second sub-layer post-norm, the first pre-norm
         x = x + d1(attn(n1(x)))
         return n2(x + d2(ff(x)))
@@ -240,6 +255,8 @@ BLOCK_MISTAKES = {
                   "residual (x = x + Dropout(Attn(...)), then x + Dropout(FFN(LayerNorm2(x))))",
     "stale": "the feed-forward network reads LayerNorm of the block's INPUT (the y computed before the "
              "attention): normalise the updated x again, x + Dropout(self.ff(self.norm2(x)))",
+    "norm2_residual": "x is replaced by norm2(x): the second residual must add to the UN-normalised x; keep the "
+                      "normalised copy apart, y = self.norm2(x), then x = x + Dropout(FFN(y))",
     "post_norm_ff": "the feed-forward half is post-norm, LayerNorm(x + FFN(x)): in a pre-norm block it is "
                     "x + Dropout(FFN(LayerNorm2(x))), like the attention half",
     "norm_after_attn": "the first LayerNorm is applied to the attention's OUTPUT (x + LN(Attn(x))): in a pre-norm "
@@ -356,6 +373,11 @@ MODEL_ERRORS = [
     (r"IndexError: index out of range in self",
      "an embedding table was read past its end: the position table has max_len rows, looked up by POSITION "
      "(0..T-1, self.pos(x) adds P[:T]), not by the token ids; the token ids index self.embed"),
+    (r"sqrt\(\): argument 'input' \(position 1\) must be Tensor, not int",
+     "torch.sqrt takes a tensor: √d_model is a number, math.sqrt(self.d_model) (or self.d_model ** 0.5)"),
+    (r"Sequential.forward\(\) takes 2 positional arguments",
+     "nn.Sequential passes ONE input from block to block, and each block also needs the mask: loop, for layer in "
+     "self.layers: x = layer(x, mask)"),
     (r"Expected tensor for argument #1 'indices' to have one of the following scalar types",
      "the output layer looks up ids: `self.head = self.embed` replaced the Linear by the embedding module; tie the "
      "WEIGHTS, self.head.weight = self.embed.weight"),

@@ -29,6 +29,7 @@ from .expectations import explained
 from .lesson11_edges import (
     MIXED,
     attention_2d_in_float64,
+    block_edges,
     causal_block_large_scores,
     dense_block_long_dilation,
     patchify_edges,
@@ -41,6 +42,7 @@ from .lesson11_mistakes import (
     attention_2d_weight_mistakes,
     call,
     mixed_images_or_channels,
+    patch_errors,
     patch_mistakes,
     patch_shape_symptom,
     square_only,
@@ -203,6 +205,8 @@ def self_attention_block(ev: Evaluation, cls):
             "y = γ·x + o: γ multiplies the wrong term; return x + self.gamma * o.": 0.5 * x + o,
             "keys and queries are swapped: pass self.f's matrix as W_f (the keys) and self.g's as W_g (the queries).":
                 x + 0.5 * o_swapped,
+            "self.f's matrix is passed for the queries too: W_g comes from self.g (self.g.weight[:, :, 0, 0]).":
+                x + 0.5 * _block_output({**params, "g.weight": params["f.weight"]}, x),
             "y = x + γ·x: o is missing; add the attention output, x + self.gamma * o.": 1.5 * x,
             "y = (1 − γ)·x + γ·o, a gate between x and o: the block is a residual, it keeps all of x and adds γ·o "
             "(at γ = 0.5 half of x is lost); return x + self.gamma * o.": 0.5 * x + 0.5 * o,
@@ -222,44 +226,9 @@ def self_attention_block(ev: Evaluation, cls):
         "self.attn_weights is transposed: keep the weights as self_attention_2d returns them (row j = query pixel j, "
         "a distribution over the keys).": right.transpose(1, 2)}, atol=1e-5,
         hint="Keep the weights self_attention_2d returned in this forward call, as they are.")
-    module.zero_grad()
-    call(ev, module, x, errors=_FORWARD_ERRORS).sum().backward()
-    grads = {key: p.grad for key, p in module.named_parameters()}
-    expect(grads["gamma"] is not None and float(grads["gamma"].abs().sum()) > 0,
-           "no gradient reaches γ: compute y = x + self.gamma * o with torch operations (no .item(), no .detach()).")
-    cut = [key.split(".")[0] for key in shapes if grads.get(key) is None or not float(grads[key].abs().sum()) > 0]
-    expect(not cut, f"no gradient reaches self.{', self.'.join(cut)} (with γ = 0.5): o is cut from the graph, as under "
-                    "torch.no_grad() or by .detach(), so the convolutions would never learn. Detach only the copy "
-                    "kept on self.attn_weights.")
-    _expect_one_key_channel(ev, cls)
-    return 7
-
-
-def _expect_one_key_channel(ev, cls, channels=12):
-    """SelfAttention2d(12) has C̄ = 12 // 8 = 1: an answer that squeezes the kernels loses the C̄ axis there, one
-    that rounds C/8 up makes 2."""
-    try:
-        shapes = _expect_block_layout(call(ev, cls, channels, errors=_BUILD_ERRORS), channels, channels // 8)
-    except ExerciseError as error:
-        raise ExerciseError(f"with channels = {channels} (C̄ = {channels} // 8 = 1): {error}") from None
-    g = ev.rng(121)
-    params = {key: randn(g, *shape, scale=0.5) for key, shape in shapes.items()}
-    x = randn(g, 2, channels, 3, 3)
-    module = call(ev, cls, channels, errors=_BUILD_ERRORS)
-    lost = (f"SelfAttention2d({channels}), where C̄ = {channels} // 8 = 1, {{}} though SelfAttention2d(16) is right: "
-            "the C̄ axis is lost when it has size 1, as by .squeeze(), which drops every axis of size 1. Take each "
-            "kernel's matrix with self.f.weight[:, :, 0, 0] (or .flatten(1)).")
-    try:
-        module.load_state_dict({**params, "gamma": torch.full(module.state_dict()["gamma"].shape, 0.5)})
-        with torch.no_grad():
-            y = ev.call(module, x)
-    except ExerciseError as error:
-        raised = str(error).splitlines()[0].removeprefix("your function raised ")
-        raise ExerciseError(lost.format("raises") + f"\n  (it raised {raised[:200]})") from None
-    expect(hasattr(y, "shape") and tuple(y.shape) == tuple(x.shape), lost.format(
-        f"returns {tuple(y.shape) if hasattr(y, 'shape') else type(y).__name__} for x of shape {tuple(x.shape)}"))
-    ev.expect_close(y, x + 0.5 * _block_output(params, x), f"y of SelfAttention2d({channels}) (C̄ = 1, γ = 0.5)",
-                    atol=1e-4, hint=lost.format("gives other values"))
+    block_edges(ev, cls, module, params, x, dict(layout=_expect_block_layout, build=_BUILD_ERRORS,
+                                                   forward=_FORWARD_ERRORS, output=_block_output))
+    return 9
 
 
 # --- exercise 3: the Vision Transformer's patches --------------------------------------------------
@@ -274,7 +243,7 @@ def patchify(ev: Evaluation, answer):
         N, D = (H // P) * (W // P), P * P * C
         square = functools.partial(square_only, ev, answer, _ref_patchify, B, C, H, W, P)
         try:
-            out = call(ev, answer, images, P, errors=[VIEW, FLOAT_SIZE])
+            out = call(ev, answer, images, P, errors=[VIEW, FLOAT_SIZE, *patch_errors(B, C, H, W, P)])
         except ExerciseError:
             expect(square() is None, square())
             raise

@@ -4,10 +4,12 @@ and scores large enough to overflow a softmax written without its maximum."""
 import torch
 
 from ..snail import causal_attention_block as _ref_causal_block
+from ..vision import SelfAttention2d
 from ..vision import patchify as _ref_patchify
 from ..vision import self_attention_2d as _ref_attention_2d
 from .core import ExerciseError, expect, expect_returns, randn
 from .evaluation import Evaluation
+from .lesson11_mistakes import call
 
 KEEP_DTYPE = ("with float64 inputs your {what} is {dtype}: keep the input's dtype (no dtype=torch.float32, no "
               "torch.zeros(...) without dtype=; make new tensors with x.new_zeros(...) or torch.zeros_like)")
@@ -42,6 +44,12 @@ def attention_2d_in_float64(ev: Evaluation, answer, call):
     for what, got, want in (("weights", weights, expected[1]), ("o", o, expected[0])):
         _dtype_of(ev, what, got)
         ev.expect_close(got, want, f"{what} in float64")
+    leaves = [t.detach().clone().requires_grad_() for t in (x, W_f, W_g, W_h, W_v)]
+    o, _ = expect_returns(call(*leaves), expected, ("o", "weights"))
+    o.sum().backward()
+    cut = [name for name, t in zip(("W_f", "W_g", "W_h", "W_v"), leaves[1:]) if t.grad is None or not t.grad.any()]
+    expect(not cut, f"no gradient reaches {', '.join(cut)} through o: the weights (or a part of o) left the graph "
+                    "(.detach(), no_grad); keep every step in torch so that training can learn them")
 
 
 def patchify_edges(ev: Evaluation, answer, call):
@@ -49,10 +57,13 @@ def patchify_edges(ev: Evaluation, answer, call):
     out = call(images, 2)
     _dtype_of(ev, "patches", out)
     ev.expect_close(out, _ref_patchify(images, 2), "the patches in float64", atol=0, rtol=0)
+    images = images.clone().requires_grad_()
     try:
-        ev.call(answer, images.clone().requires_grad_(), 2)
+        out = ev.call(answer, images, 2)
     except ExerciseError as error:
         raise ExerciseError(NO_NUMPY.format(error=_raised(error))) from None
+    expect(getattr(out, "requires_grad", False), "no gradient reaches the images: patchify cuts them from the graph "
+                                                 "(.detach(), .numpy() or .data); it is reshapes and permutes only")
 
 
 def dense_block_long_dilation(ev: Evaluation, answer, call, reference):
@@ -79,3 +90,57 @@ def causal_block_large_scores(ev: Evaluation, answer, call):
         finite = torch.isfinite(torch.as_tensor(got).detach()).all() if hasattr(got, "shape") else True
         expect(bool(finite), OVERFLOW.format(what=what))
         ev.expect_close(got, want, f"the {what} with scores near 150", atol=1e-3, rtol=1e-3)
+
+
+def block_edges(ev: Evaluation, cls, module, params, x, parts):
+    """The γ-residual block beyond its values: gradients reach γ, the convolutions and x through o; γ < 0 is used as
+    it is; SelfAttention2d(12) (C̄ = 12 // 8 = 1) works. `parts`: lesson11's layout check, errors and output."""
+    x = x.clone().requires_grad_()
+    module.zero_grad()
+    call(ev, module, x, errors=parts["forward"]).sum().backward()
+    grads = {key: p.grad for key, p in module.named_parameters()}
+    expect(grads["gamma"] is not None and float(grads["gamma"].abs().sum()) > 0,
+           "no gradient reaches γ: compute y = x + self.gamma * o with torch operations (no .item(), no .detach()).")
+    cut = [key.split(".")[0] for key in params if grads.get(key) is None or not float(grads[key].abs().sum()) > 0]
+    expect(not cut, f"no gradient reaches self.{', self.'.join(cut)} (with γ = 0.5): o is cut from the graph, as under "
+                    "torch.no_grad() or by .detach(), so the convolutions would never learn. Detach only the copy "
+                    "kept on self.attn_weights.")
+    reference, x_ref = SelfAttention2d(x.shape[1]), x.detach().clone().requires_grad_()
+    reference.load_state_dict({**params, "gamma": torch.full(reference.gamma.shape, 0.5)})
+    reference(x_ref).sum().backward()
+    ev.expect_close(x.grad, x_ref.grad, "the gradient with respect to x (γ = 0.5)", atol=1e-4, mistakes={
+        "the gradient reaches x only through the residual, not through o: the attention read a detached x "
+        "(x.detach(), or no_grad); give it x itself": torch.ones_like(x)},
+        hint="The gradient reaches x through o too: no x.detach() (or no_grad) before the attention.")
+    module.load_state_dict({**params, "gamma": torch.full(module.state_dict()["gamma"].shape, -0.5)})
+    with torch.no_grad():
+        y, o = call(ev, module, x.detach(), errors=parts["forward"]), parts["output"](params, x.detach())
+    ev.expect_close(y, x.detach() - 0.5 * o, "y with γ = −0.5", atol=1e-4, mistakes={
+        "y = x at γ = −0.5: γ is clamped at 0 (or passed through a ReLU); a learned γ may turn negative: use it as "
+        "it is, x + self.gamma * o.": x.detach()})
+    _expect_one_key_channel(ev, cls, parts)
+
+
+def _expect_one_key_channel(ev, cls, parts, channels=12):
+    """SelfAttention2d(12), C̄ = 12 // 8 = 1: squeezed kernels lose the C̄ axis, C/8 rounded up makes 2."""
+    try:
+        shapes = parts["layout"](call(ev, cls, channels, errors=parts["build"]), channels, channels // 8)
+    except ExerciseError as error:
+        raise ExerciseError(f"with channels = {channels} (C̄ = {channels} // 8 = 1): {error}") from None
+    g = ev.rng(121)
+    params = {key: randn(g, *shape, scale=0.5) for key, shape in shapes.items()}
+    x = randn(g, 2, channels, 3, 3)
+    module = call(ev, cls, channels, errors=parts["build"])
+    lost = (f"SelfAttention2d({channels}), where C̄ = {channels} // 8 = 1, {{}} though SelfAttention2d(16) is right: "
+            "the C̄ axis is lost when it has size 1, as by .squeeze(), which drops every axis of size 1. Take each "
+            "kernel's matrix with self.f.weight[:, :, 0, 0] (or .flatten(1)).")
+    try:
+        module.load_state_dict({**params, "gamma": torch.full(module.state_dict()["gamma"].shape, 0.5)})
+        with torch.no_grad():
+            y = ev.call(module, x)
+    except ExerciseError as error:
+        raise ExerciseError(lost.format("raises") + f"\n  ({_raised(error)})") from None
+    expect(hasattr(y, "shape") and tuple(y.shape) == tuple(x.shape), lost.format(
+        f"returns {tuple(y.shape) if hasattr(y, 'shape') else type(y).__name__} for x of shape {tuple(x.shape)}"))
+    ev.expect_close(y, x + 0.5 * parts["output"](params, x), f"y of SelfAttention2d({channels}) (C̄ = 1, γ = 0.5)",
+                    atol=1e-4, hint=lost.format("gives other values"))

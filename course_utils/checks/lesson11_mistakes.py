@@ -132,6 +132,8 @@ def attention_2d_weight_mistakes(x, W_f, W_g, W_h):
         "exp(s_i) / Σ_i' exp(s_i').": divided_by_max(scores),
         "the scores are MULTIPLIED by √d_key: divide them, q·k / math.sqrt(d_key), before the softmax.":
             torch.softmax(raw * math.sqrt(d_key), dim=-1),
+        "the diagonal is masked: a pixel may attend to itself too (this is self-attention over all N pixels, no "
+        "mask).": torch.softmax(scores.masked_fill(torch.eye(N, dtype=torch.bool), float("-inf")), dim=-1),
         "one softmax runs over all N·N pairs of an image: take it over each query pixel's row, the keys (dim=-1), "
         "so that every row sums to 1.": torch.softmax(scores.flatten(1), dim=-1).view_as(scores),
         "the softmax's stabilising maximum is taken over the queries (dim 1), not over each row's keys: subtract "
@@ -200,6 +202,9 @@ def attention_2d_errors(B, d_key, C_bar, C):
         VIEW,
         transposed_batch(B, d_key),
         (r"W should have shape \(C_out, (\d+)\) for x with \d+ channels, got shape \((\d+), (\d+)\)", conv),
+        (r"shape '\[\d+, (\d+), \d+, \d+\]' is invalid for input of size",
+         lambda m: (f"the read-out was reshaped with C = {C} channels: weights @ v has C̄ = {C_bar} per pixel, so "
+                    "reshape it to (B, C̄, H, W), then W_v maps C̄ to C.") if int(m.group(1)) == C != C_bar else None),
         (r"batch2 tensor to be: \[\d+, \d+\] but got|cannot be multiplied",
          "a matrix product has shapes that do not fit: the scores are q @ k.transpose(1, 2), with q and k of "
          "shape (B, N, C̄) (pixels first), and the read-out is weights @ v."),
@@ -240,6 +245,9 @@ def patch_mistakes(images, P):
         f"each \"patch\" gathers pixels {H // P} rows and {W // P} columns apart, not a P×P square: a side of "
         "length H splits as (H/P, P), which patch first and where inside it second; (P, H/P) interleaves the "
         "patches.": strided,
+        "the axes inside a patch come before the patch axes (permute(0, 3, 5, 2, 4, 1)): bring (which patch-row, "
+        "which patch-column) first, then (row, column, channel) inside the patch, permute(0, 2, 4, 3, 5, 1).":
+            images.reshape(B, C, H // P, P, W // P, P).permute(0, 3, 5, 2, 4, 1).reshape(B, N, D),
         "the patches overlap: patch (r, c) starts at row r·P and column c·P (images[..., r*P:(r+1)*P, c*P:(c+1)*P]), "
         "not at row r and column c.": torch.stack([images[:, :, r:r + P, c:c + P].permute(0, 2, 3, 1).reshape(B, D)
                                                    for r in range(H // P) for c in range(W // P)], 1),
@@ -307,6 +315,14 @@ def mixed_images_or_channels(ev, answer, reference, images, P):
                 "mixed with the pixels. A reshape does not move an axis: bring the channels last with permute "
                 "(B, C, H, W) -> (B, H, W, C) before splitting the rows and columns, or after.")
     return None
+
+
+def patch_errors(B, C, H, W, P):
+    """A reshape that asks for more or fewer values than the images hold, named with the sizes it should use."""
+    return [(r"shape '\[[\d, ]+\]' is invalid for input of size (\d+)",
+             f"a reshape's sizes do not multiply to the B·C·H·W = {B * C * H * W} values of the images: images are "
+             f"(B, C, H, W), channels second; split them as (B, C, H/P, P, W/P, P) and make the patches (B, N, "
+             f"P·P·C) = ({B}, {(H // P) * (W // P)}, {P * P * C}), each size from its own axis")]
 
 
 def patch_shape_symptom(out, B, N, D, H, W, P):

@@ -55,11 +55,13 @@ from .gpt_mistakes import (
     model_variant,
 )
 from .lesson12_sampling import (
+    ROWS_MIXED,
     SAMPLING_ERRORS,
     designed_logits,
     expect_sampling,
     greedy,
     large_top_k,
+    rows_alone,
     ties,
     top_p_one,
 )
@@ -67,8 +69,10 @@ from .lesson12_setup import (
     batch_mixed,
     build,
     call_naming,
+    confident_logits,
     first_moved,
     gqa_heads,
+    gqa_pairs,
     heads_permuted,
     leak_message,
     masks_more,
@@ -115,7 +119,7 @@ def next_token_loss(ev: Evaluation, answer):
                         mistakes=mistakes, atol=2e-6, rtol=1e-6)   # tight: some mistakes differ by 1e-4
         expect(isinstance(got, torch.Tensor) and got.requires_grad, LOSS_NO_GRAD)
         tests += 1
-    return tests
+    return tests + confident_logits(ev, answer)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -214,6 +218,7 @@ def sampling_distribution(ev: Evaluation, answer):
             tests += 1
         for top_p in (0.3, 0.75, 0.9):                          # top-p alone: the smallest set reaching p
             got = call(logits, 1.0, None, top_p)
+            expect(rows_alone(call, got, logits, top_p), ROWS_MIXED.format(top_p=top_p))
             expect_sampling(ev, got, logits, 1.0, None, top_p, f"the distribution with top_p={top_p}")
             probs, kept = logits.double().softmax(-1), torch.as_tensor(to_numpy(got)) > 0
             mass = (probs * kept).sum(-1)
@@ -379,6 +384,7 @@ def grouped_query_attention(ev: Evaluation, answer):
         probes = [functools.partial(masks_more, ev, GQA_ERRORS, answer, q, k, v, mask)] if lengths is not None else []
         probes += [functools.partial(gqa_heads, got, q, k, v, mask),
                    functools.partial(batch_mixed, ev, GQA_ERRORS, answer, (q, k, v, mask)),
+                   functools.partial(gqa_pairs, got, q, k, v, mask),
                    functools.partial(unnormalised, ev, GQA_ERRORS, answer, (q, k, v, mask), (2,), "the output")]
         permuted = heads_permuted(got, expected)
         expect(permuted is None, permuted)

@@ -169,6 +169,8 @@ def nucleus_symptom(got, logits, temperature, top_k, top_p, what):
 
 
 SAMPLING_ERRORS = [
+    (r"must be Tensor, not torch\.return_types\.max",
+     "x.max(dim=-1) returns two things, (values, indices): take logits.argmax(-1) (or .max(-1).indices)"),
     (r"size of tensor a \(\d+\) must match the size of tensor b \(\d+\) at non-singleton dimension 1",
      "a value of each row (the k-th largest logit, the probability that reaches p, or the row's sum) lost its last "
      "axis: shape (N,) does not line up with the rows (N, V); keep it, values[..., -1:], sum(-1, keepdim=True)"),
@@ -284,3 +286,20 @@ def top_p_one(ev: Evaluation, call):
            "cumulative sum of float probabilities reaches 1 before the last, small ones; filter only when top_p < 1")
     expect_sampling(ev, got, logits, 1.0, None, 1.0, "the distribution with top_p=1.0 (nothing filtered)")
     return 1
+
+
+ROWS_MIXED = ("with top_p={top_p} a row's distribution changes when the other rows are in the batch: the rows are "
+              "mixed (a sum or a count without dim=, over the whole batch); count and sum along each row, dim=-1")
+
+
+def rows_alone(call, got, logits, top_p):
+    """Each row of `got` is what the answer gives for that row alone."""
+    if not hasattr(got, "shape") or tuple(got.shape) != tuple(logits.shape):
+        return True
+    rows = torch.as_tensor(to_numpy(got))
+    for n in range(logits.shape[0]):
+        alone = call(logits[n:n + 1], 1.0, None, top_p)
+        if hasattr(alone, "shape") and not np.allclose(to_numpy(alone).reshape(-1), rows[n].numpy(), atol=1e-6,
+                                                  equal_nan=True):
+            return False
+    return True

@@ -13,6 +13,7 @@ import torch
 import torch.nn as nn
 
 from ..attention import scaled_dot_product_attention
+from ..gpt import next_token_loss as ref_loss
 from ..gpt_attention import grouped_query_attention as ref_gqa
 from .core import ExerciseError, expect, randn, to_numpy
 from .evaluation import Evaluation
@@ -50,9 +51,18 @@ def randomise(ev: Evaluation, module, seed, positions=False):
     return module
 
 
+TIED_TRANSPOSED = ("self.embed.weight.T is a plain tensor (a transposed view), not the Parameter: nn.Linear(d_model, "
+                   "V).weight is (V, d_model), the embedding's own shape, so tie it as it is: self.head.weight = "
+                   "self.embed.weight")
+
+
 def build(ev: Evaluation, cls, reference, *args, dropout=0.0):
     """The learner's module `cls(*args, dropout=dropout)` holding the reference's weights (same attribute names)."""
-    module = ev.call(cls, *args, dropout=dropout)
+    try:
+        module = ev.call(cls, *args, dropout=dropout)
+    except ExerciseError as error:
+        expect("as parameter 'weight'" not in str(error), TIED_TRANSPOSED)
+        raise
     expect(isinstance(module, nn.Module), f"{cls.__name__}(...) did not build a torch module.")
     try:
         module.load_state_dict(reference.state_dict())
@@ -261,3 +271,37 @@ def batch_mixed(ev, errors, answer, args):
     return (f"your answer is right on one sequence at a time but not on a batch of B = {B}: the sequences are "
             "mixed. Keep the batch as the first axis of every reshape; repeat the key/value heads along dim=1, "
             "k.repeat_interleave(h // h_kv, dim=1)")
+
+
+def gqa_pairs(got, q, k, v, mask):
+    """A message when every output head is attention of SOME query head with SOME key/value head, but not query
+    head j with key/value head j // (h / h_kv) at place j, else None."""
+    h, h_kv = q.size(1), k.size(1)
+    got, found = to_numpy(got), []
+    for j in range(h):
+        pairs = [(i, c) for i in range(h) for c in range(h_kv) if np.allclose(
+            got[:, j], to_numpy(scaled_dot_product_attention(q[:, i:i + 1], k[:, c:c + 1], v[:, c:c + 1], mask)[:, 0]),
+            atol=1e-5)]
+        if not pairs:
+            return None
+        found.append(pairs[0])
+    want = [(j, j // (h // h_kv)) for j in range(h)]
+    if found == want:
+        return None
+    return (f"your output heads 0..{h - 1} are (query head, key/value head) {found}, not {want}: output head j is "
+            "query head j, which uses key/value head j // (h / h_kv); repeat k and v with repeat_interleave along "
+            "dim=1 and keep the query heads in their order")
+
+
+def confident_logits(ev: Evaluation, answer):
+    """The loss with confident logits (gaps near 120): log(softmax) underflows to log 0 there."""
+    g = ev.rng(9)
+    logits = randn(g, 2, 5, 7)
+    tokens = torch.as_tensor(g.integers(1, 7, size=(2, 5)))
+    logits = logits + 120.0 * torch.nn.functional.one_hot(tokens.roll(1, 1), 7)   # sure of the wrong token
+    got = call_naming(ev, [], answer, logits, tokens, 0)
+    expect(bool(np.isfinite(to_numpy(got)).all()), "with confident logits (one logit 120 above the others) your loss "
+                                                   "is inf or NaN: log(softmax(z)) underflows to log 0. Use "
+                                                   "F.cross_entropy or log_softmax, which compute z − logsumexp(z)")
+    ev.expect_close(got, ref_loss(logits, tokens, 0), "the loss with confident logits", atol=1e-3, rtol=1e-5)
+    return 1

@@ -98,7 +98,7 @@ def online_softmax(ev: Evaluation, answer):
         l_kinds = ("no_rescale", "flipped", "flipped_safe", "stale_max", "no_guard", "old_max", "no_shift",
                    "max_wrong_axis", "init_zero", "sum_wrong_axis", "no_guard_zeroed", "block_max",
                    "block_max_no_rescale", "lse", "old_max_safe", "sum_rows_mean", "shift_columns", "clamp_safe",
-                   "rescale_new", "safe_block", "first_block_only")
+                   "rescale_new", "safe_block", "first_block_only", "safe_old")
         _name(ell, expected[1], {k: say.ONLINE[k] for k in l_kinds}, lambda kind: values(kind)[1])
         _nan_free(ell, "l", say.NO_GUARD)
         with explained(functools.partial(say.online_rows, ell, expected[1])):
@@ -157,7 +157,8 @@ def merge_softmax_stats(ev: Evaluation, answer):
 # ---------------------------------------------------------------------------------------------
 _OUT_KINDS = ("acc_not_rescaled", "l_not_rescaled", "divide_inside", "divide_inside_twice", "divide_inside_reset",
               "scale_d", "no_scale", "scale_times", "drop_tail", "no_guard", "p_old_max", "no_safe",
-              "tk_from_q", "m_first", "state_outside", "drop_last_keys", "scale_dv", "k_query_range")
+              "tk_from_q", "m_first", "state_outside", "drop_last_keys", "scale_dv", "k_query_range",
+              "scale_half_d")
 _CAUSAL_KINDS = ("wrong_side", "wrong_side_unmasked", "skip_ge", "skip_diag", "diag_full", "local_idx",
                  "local_idx_diag", "inverted_causal", "causal_ignored", "strict_causal")
 _MASK_KINDS = ("mask_ignored", "inverted_mask")
@@ -183,7 +184,8 @@ def _check_forward(ev: Evaluation, answer, q, k, v, bq, bk, causal=False, mask=N
                             f"the values' width d_v = {v.shape[-1]}")
     expect_shape(out, tuple(expected[0].shape), "out")
     expect_shape(lse, tuple(expected[1].shape), "lse (one number per query)")
-    kinds = _OUT_KINDS + (_CAUSAL_KINDS if causal else ()) + (_MASK_KINDS if mask is not None else ())
+    kinds = _OUT_KINDS + (_CAUSAL_KINDS if causal else ()) + (_MASK_KINDS if mask is not None else ()) + (
+        "m_not_updated",)                                  # last: it may coincide with a causal slip
     cache = {}
 
     def values(kind):
@@ -294,7 +296,8 @@ _BACKWARD_KINDS = ("no_D", "D_wrong_axis", "D_no_axis", "D_all", "D_plus", "lse_
                    "scale_twice", "dq_no_scale", "dk_scale_twice", "p_no_scale", "p_softmax_tile", "dv_no_transpose",
                    "dk_no_transpose", "dv_from_out", "dk_from_dO", "overwrite", "overwrite_dq_dk", "overwrite_dq",
                    "overwrite_dk", "D_dO", "lse_sign", "dv_dO_keys", "lse_keys", "ds_D_outside", "keys_short",
-                   "dv_from_ds", "dq_from_v", "dv_query_rows")
+                   "dv_from_ds", "dq_from_v", "dv_query_rows",
+                   "bw_scale_times")
 
 
 def _dq_of(ev: Evaluation, out, lse, grad_out, bq, bk):

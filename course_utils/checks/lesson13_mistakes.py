@@ -38,6 +38,8 @@ def online(blocks, kind="ok"):
         ms = safe(m_new) if guard else m_new
         if kind == "clamp_safe":                       # the safe maximum as max(m, 0): every negative one moved
             ms = m_new.clamp(min=0.0)
+        if kind == "safe_old":                         # the guard tests the OLD m (−∞ before the first block)
+            ms = torch.where(torch.isneginf(m), 0.0, m_new)
         if kind == "safe_block":                       # the guard tests the block's maximum, not m_new
             ms = torch.where(torch.isneginf(block.amax(dim=-1)), 0.0, m_new)
         if kind == "old_max":                          # exp(x_block - m_old): inf at the first block
@@ -128,7 +130,8 @@ def merge(m1, l1, m2, l2, kind="ok"):
 # ---------------------------------------------------------------------------------------------
 # Exercise 2: tiled attention, the forward pass
 # ---------------------------------------------------------------------------------------------
-SCALES = {"scale_d": lambda d: 1 / d, "no_scale": lambda d: 1.0, "scale_times": lambda d: math.sqrt(d)}
+SCALES = {"scale_d": lambda d: 1 / d, "no_scale": lambda d: 1.0, "scale_times": lambda d: math.sqrt(d),
+          "scale_half_d": lambda d: 1 / (2 * d)}
 
 
 def _skipped(kind, i0, i1, j0, j1):
@@ -207,7 +210,7 @@ def tiled(q, k, v, block_q, block_k, causal=False, mask=None, kind="ok"):
             if kind == "divide_inside_reset":              # acc normalised, l set to 1 (its weight forgotten)
                 acc = acc / torch.where(ell > 0, ell, 1.0)[..., None]
                 ell = torch.where(ell > 0, torch.ones_like(ell), ell)
-            m = m_new
+            m = m if kind == "m_not_updated" else m_new
         seen = ell > 0
         if kind == "divide_inside":
             out[..., i0:i1, :] = acc
@@ -227,7 +230,7 @@ def tiled(q, k, v, block_q, block_k, causal=False, mask=None, kind="ok"):
 def backward(q, k, v, out, lse, grad_out, block_q, block_k, causal=False, kind="ok"):
     """The tiled backward loop, right or with one typical mistake: (dq, dk, dv)."""
     T_q, T_k, d = q.shape[-2], k.shape[-2], q.shape[-1]
-    scale = 1 / math.sqrt(d)
+    scale = math.sqrt(d) if kind == "bw_scale_times" else 1 / math.sqrt(d)
     grad_scale = {"no_scale": 1.0, "scale_twice": scale * scale}.get(kind, scale)
     dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     D = (grad_out * (grad_out if kind == "D_dO" else out)).sum(dim=-2 if kind == "D_wrong_axis" else -1)   # (..., T_q)
@@ -310,7 +313,8 @@ def _identity(x):
 
 
 FEATURE_MAPS = {"elu_shifted": lambda x: F.elu(x + 1), "phi_exp": torch.exp, "relu_plus1": lambda x: F.relu(x) + 1,
-                "phi_softmax": lambda x: torch.softmax(x, dim=-1)}
+                "phi_softmax": lambda x: torch.softmax(x, dim=-1), "gelu_plus1": lambda x: F.gelu(x) + 1,
+                "softplus": F.softplus}
 
 
 def quadratic(q, k, v, fq=phi, fk=phi, axis=-1):
@@ -331,6 +335,8 @@ def linear(q, k, v, kind="ok"):
         return quadratic(q, k, v, F.elu, F.elu)
     if kind == "relu":
         return quadratic(q, k, v, F.relu, F.relu)
+    if kind == "k_no_plus1":                              # the +1 written for q only
+        return quadratic(q, k, v, phi, F.elu)
     if kind in FEATURE_MAPS:
         return quadratic(q, k, v, FEATURE_MAPS[kind], FEATURE_MAPS[kind])
     if kind == "causal":                                  # cumulative sums: query t reads keys 0..t only

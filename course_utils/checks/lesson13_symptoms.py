@@ -5,6 +5,7 @@ whose values an answer has (the crashes of typical slips are named in lesson13_c
 import numpy as np
 
 from .core import ExerciseError, to_numpy
+from .lesson13_linear_symptoms import DENOMINATOR, LINEAR  # noqa: F401 - read as say.LINEAR
 
 
 def same(a, b, atol=1e-5, rtol=1e-4):
@@ -108,6 +109,8 @@ ONLINE["rescale_new"] = ("the factor e^(m_old − m_new) multiplies the NEW bloc
 ONLINE["safe_block"] = ("the safe maximum tests the BLOCK's maximum, not m_new: after finite blocks a block of −∞ "
                         "has m_new finite, and your l is measured from 0 there; torch.where(torch.isneginf(m_new), 0, "
                         "m_new)")
+ONLINE["safe_old"] = ("the safe maximum tests the OLD m (−∞ before the first block), so the first block is measured "
+                      "from 0: test the new maximum, torch.where(torch.isneginf(m_new), 0, m_new)")
 ONLINE["first_block_only"] = ("m and l are those of the FIRST block only: the function returned after one block (a "
                               "`return` indented into the loop?); go over every block, return after the loop")
 ROWS = ("random entries", "sorted in ascending order: its maximum in the last block", "with −∞ entries",
@@ -281,6 +284,10 @@ TILED["drop_last_keys"] = ("the last, shorter block of keys is never visited (on
                            "j0 over range(0, T_k, block_k) and clip j1 = min(j0 + block_k, T_k)")
 TILED["k_query_range"] = ("the keys are sliced with the QUERIES' range, k[..., i0:i1, :]: a tile's keys are "
                           "k[..., j0:j1, :], the same block as its values")
+TILED["m_not_updated"] = ("m is never updated (m = m_new forgotten): it stays −∞, so e^(m − m_new) = 0 wipes acc and "
+                          "l at every tile; set m = m_new after each tile")
+TILED["scale_half_d"] = ("the scores are scaled by 1/(2·d_k): d_k ** -1 / 2 is (1/d_k)/2 by precedence; write d_k ** "
+                         "-0.5, or 1 / math.sqrt(d_k)")
 TILED["scale_dv"] = ("the scores are divided by √d_v, the width of the values: divide them by √d_k, the width of q "
                      "and k (q.shape[-1])")
 BACKWARD = {
@@ -353,47 +360,9 @@ BACKWARD["ds_D_outside"] = ("dS = P ∘ dP − D_i: D_i must be multiplied by P 
                             "matters: the softmax's Jacobian is P_ij (dP_ij − D_i))")
 BACKWARD["keys_short"] = ("the last block of keys is never visited: the key loop stops at T_k − block_k; loop j0 over "
                           "range(0, T_k, block_k) and clip j1 = min(j0 + block_k, T_k)")
+BACKWARD["bw_scale_times"] = ("the scale is √d_k, multiplied: S = Q Kᵀ / √d_k, so multiply by 1 / math.sqrt(d_k) "
+                              "(in S, dq and dk)")
 BACKWARD["dq_from_v"] = "dQ_i += dS_ij V_j: the keys go there, dQ_i += dS_ij K_j (times 1/√d_k)"
 BACKWARD["dv_query_rows"] = ("dV is accumulated at the QUERIES' rows, dv[..., i0:i1]: dV_j belongs to the block of "
                              "keys, dv[..., j0:j1, :] += P_ijᵀ dO_i")
 BACKWARD["dv_from_ds"] = ("dV is accumulated with dS: dV_j += P_ijᵀ dO_i, the PROBABILITIES (dS goes into dq and dk)")
-DENOMINATOR = "the denominator is φ(q_t)ᵀ z with z = Σ_j φ(k_j): the kernel of the query with every key, summed"
-LINEAR = {
-    "S_from_q": ("S is built from the queries, Σ_t φ(q_t) v_tᵀ: the numerator's S sums over the KEYS, "
-                 "S = Σ_j φ(k_j) v_jᵀ = φ(k)ᵀ v (d_k x d_v), then φ(q_t)ᵀ S for each query"),
-    "no_denominator": ("the output is not normalised: divide φ(q_t)ᵀ(Σ_j φ(k_j) v_jᵀ) by φ(q_t)ᵀ Σ_j φ(k_j), the sum "
-                       "of the kernel over the keys, so that the weights of each query sum to 1"),
-    "phi_missing": ("φ is missing: linear attention needs positive features, φ(x) = elu(x) + 1, applied to q and to k "
-                    "(with raw q·k the 'weights' can be negative and the denominator 0)"),
-    "phi_q_only": "φ is applied to q only: apply φ(x) = elu(x) + 1 to the keys too",
-    "phi_k_only": "φ is applied to k only: apply φ(x) = elu(x) + 1 to the queries too",
-    "elu_no_plus1": ("φ(x) = elu(x) is negative for x < 0: the feature map is elu(x) + 1 > 0, so that every weight "
-                     "φ(q)·φ(k) is positive"),
-    "relu": ("φ(x) = relu(x) is 0 for every negative entry (a query or key can then get no weight at all): the "
-             "feature map is elu(x) + 1 > 0"),
-    "elu_shifted": "φ(x) = elu(x + 1): the +1 goes outside, φ(x) = elu(x) + 1 (F.elu(x) + 1)",
-    "phi_exp": ("φ(x) = exp(x): the exercise's feature map is elu(x) + 1 (exp of each feature is not the softmax's "
-                "kernel, and it overflows)"),
-    "relu_plus1": "φ(x) = relu(x) + 1: the feature map is elu(x) + 1 (F.elu, smooth below 0)",
-    "phi_softmax": "φ(x) = softmax(x) over the features: the feature map is elu(x) + 1, applied to each feature alone",
-    "z_scalar": ("the denominator is one number for every query: it is φ(q_t)ᵀ z, one number per QUERY, with "
-                 "z = Σ_j φ(k_j) a vector of d_k numbers (φ(q) @ z)"),
-    "causal": ("query t reads only the keys up to t (cumulative sums): this exercise is NOT causal, every query "
-               "reads S and z summed over ALL the keys"),
-    "denominator_broadcast": ("the denominator divides the wrong axis: φ(q_t)ᵀ z is one number per QUERY; divide each "
-                              "row of φ(q) S by it (keep its last axis of size 1, e.g. (φ(q) @ z)[..., None])"),
-    "phi_v": ("φ is applied to the values too: only q and k go through φ (the kernel φ(q)·φ(k) replaces exp(q·k)); "
-              "the values enter as they are"),
-    "z_wrong_axis": ("the denominator sums φ(k) over the wrong axis: z = Σ_j φ(k_j) sums over the KEYS (dim=-2), one "
-                     "vector of d_k numbers"),
-    "normalised_over_queries": ("the weights are normalised over the queries: each query's weights sum to 1 over "
-                                "the keys, φ(q_t)ᵀ z with z = Σ_j φ(k_j)"),
-    "scaled": ("q and k are scaled by 1/√d before φ: linear attention applies φ to q and k as they are (there is no "
-               "softmax to keep from saturating)"),
-    "softmax": ("this is softmax attention: linear attention replaces exp(q·k/√d) by the kernel φ(q)·φ(k), "
-                "φ(x) = elu(x) + 1"),
-    "quadratic": ("{symptom}: that is the T_q x T_k matrix of weights φ(q_t)·φ(k_j), which linear attention never "
-                  "forms. Compute S = Σ_j φ(k_j) v_jᵀ (d_k x d_v) and z = Σ_j φ(k_j) first, then φ(q) S / φ(q) z: "
-                  "time and memory linear in T"),
-}
-

@@ -95,6 +95,11 @@ def _dense_mistakes(x, W_f, W_g, d):
             cat(_gated(x, W_f, W_g, past, taps=(0, 0))),
         "tanh wraps the product, tanh(filter ⊙ σ(gate)): the new features are tanh(filter) ⊙ σ(gate), tanh on the "
         "filter alone.": cat(torch.tanh((x @ W_f[0] + past @ W_f[1]) * torch.sigmoid(x @ W_g[0] + past @ W_g[1]))),
+        "the hand-written σ is σ(−z): σ(z) = 1 / (1 + exp(−z)) (or torch.sigmoid).":
+            cat(_gated(x, W_f, W_g, past, act_g=lambda z: torch.sigmoid(-z))),
+        "the delayed sequence is x itself with its first d steps zeroed (x_past[:, d:] = x[:, d:]): x_{t−d} is x "
+        "SHIFTED by d steps, x_past[:, d:] = x[:, :-d], or F.pad(x, (0, 0, d, 0))[:, :T].":
+            cat(_gated(x, W_f, W_g, torch.cat([torch.zeros_like(x[:, :d]), x[:, d:]], 1))),
         "σ is missing on the gate: the new features are tanh(filter) ⊙ σ(gate); the gate is raw here.":
             cat(_gated(x, W_f, W_g, past, act_g=lambda z: z)),
         "tanh is missing on the filter: the new features are tanh(filter) ⊙ σ(gate) (F.glu computes filter ⊙ "
