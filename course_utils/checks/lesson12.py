@@ -216,11 +216,13 @@ def sampling_distribution(ev: Evaluation, answer):
             got = call(logits, 1.0, top_k, None)
             expect_sampling(ev, got, logits, 1.0, top_k, None, f"the distribution with top_k={top_k}")
             tests += 1
-        for top_p in (0.3, 0.75, 0.9):                          # top-p alone: the smallest set reaching p
-            got = call(logits, 1.0, None, top_p)
-            expect(rows_alone(call, got, logits, top_p), ROWS_MIXED.format(top_p=top_p))
-            expect_sampling(ev, got, logits, 1.0, None, top_p, f"the distribution with top_p={top_p}")
-            probs, kept = logits.double().softmax(-1), torch.as_tensor(to_numpy(got)) > 0
+        # top-p alone, the smallest set reaching p: first on rows where its mistakes give values of their own
+        for rows, top_p, what in ([(TOP_P_ROWS, 0.75, " (rows built to tell its mistakes apart)")] if seed == 0
+                                  else []) + [(logits, p, "") for p in (0.3, 0.75, 0.9)]:
+            got = call(rows, 1.0, None, top_p)
+            expect(rows_alone(call, got, rows, top_p), ROWS_MIXED.format(top_p=top_p))
+            expect_sampling(ev, got, rows, 1.0, None, top_p, f"the distribution with top_p={top_p}{what}")
+            probs, kept = rows.double().softmax(-1), torch.as_tensor(to_numpy(got)) > 0
             mass = (probs * kept).sum(-1)
             expect(bool((mass >= top_p - 1e-6).all()), f"with top_p={top_p} the kept tokens hold only "
                                                         f"{float(mass.min()):.3f} of the probability: keep tokens "
@@ -248,6 +250,9 @@ def sampling_distribution(ev: Evaluation, answer):
         tests += 3
     tests += greedy(ev, call) + ties(ev, call) + top_p_one(ev, call)   # temperature 0, ties, p = 1 keeps all
     return tests + large_top_k(ev, answer)          # last: top_k > V filters nothing
+
+
+TOP_P_ROWS = torch.tensor([[.45, .05, .2, .1, .15, .05], [.1, .25, .05, .4, .15, .05]]).log() + 2   # both signs
 
 
 # ---------------------------------------------------------------------------------------------

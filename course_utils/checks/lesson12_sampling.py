@@ -25,6 +25,10 @@ def _keep_top_p(probs, top_p, kind="ok"):
         before = (ranked.cumsum(-1) < top_p).sum(-1, keepdim=True)
         return probs <= ranked.gather(-1, before.clamp(max=probs.size(-1) - 1))
     ranked = probs.sort(-1, descending=True).values
+    if kind == "cumsum_indices":             # the cumulative sum of the sort's indices (token ids), not its values
+        ids = probs.sort(-1, descending=True).indices.to(probs.dtype)
+        before = (ids.cumsum(-1) < top_p).sum(-1, keepdim=True)
+        return probs >= ranked.gather(-1, before.clamp(max=probs.size(-1) - 1))
     if kind == "unsorted_mask":              # the mask of the sorted row applied to the row as it is
         return (ranked.cumsum(-1) - ranked) < top_p
     if kind in ("drops_crossing", "drops_crossing_keep1"):   # the tokens whose cumulative mass stays <= p: maybe
@@ -109,6 +113,8 @@ SAMPLING_MISTAKES = {
                   "k-th largest, the last of the k values topk returns",
     "fill_zero": "top-k sets the removed logits to 0, which still gets probability after the softmax: set them "
                  "to -inf (masked_fill(..., float('-inf')))",
+    "cumsum_indices": "top-p sums the sort's INDICES (the token ids) where it should sum the sorted probabilities: "
+                      "probs.sort(...) returns (values, indices); take the cumulative sum of the values",
     "drops_crossing": "top-p drops the token that crosses p: keep the smallest set of most probable tokens whose "
                       "mass REACHES p, the token that takes the cumulative sum to p or beyond included",
     "top_p_unfiltered": "top-p is computed on the distribution before top-k (or applied before top-k, which "

@@ -97,8 +97,8 @@ def online_softmax(ev: Evaluation, answer):
                             hint="m must end as the maximum of the row: m = max(m, max of the block) at every block.")
         l_kinds = ("no_rescale", "flipped", "flipped_safe", "stale_max", "no_guard", "old_max", "no_shift",
                    "max_wrong_axis", "init_zero", "sum_wrong_axis", "no_guard_zeroed", "block_max",
-                   "block_max_no_rescale", "lse", "old_max_safe", "sum_rows_mean", "shift_columns", "clamp_safe",
-                   "rescale_new", "safe_block", "first_block_only", "safe_old")
+                   "block_max_no_rescale", "lse", "old_max_safe", "sum_rows_mean", "sum_all", "shift_columns",
+                   "clamp_safe", "rescale_new", "safe_block", "first_block_only", "safe_old")
         _name(ell, expected[1], {k: say.ONLINE[k] for k in l_kinds}, lambda kind: values(kind)[1])
         _nan_free(ell, "l", say.NO_GUARD)
         with explained(functools.partial(say.online_rows, ell, expected[1])):
@@ -121,8 +121,9 @@ def merge_softmax_stats(ev: Evaluation, answer):
     x[1, :5] = NEG_INF                               # a left part (up to split 5) with nothing in it
     x[2, torch.as_tensor(g.random(9) < 0.5)] = NEG_INF
     x[3] = NEG_INF                                   # both parts empty
-    # the row's maximum first, then last: at every split one part holds the maximum and the other does not
-    x = torch.cat([x, x[:1].sort(-1, descending=True).values, x[:1].sort(-1).values])
+    # the row's maximum first, then last: at every split one part holds the maximum and the other does not; a row
+    # below 0 last (the safe maximum moves −∞ only)
+    x = torch.cat([x, x[:1].sort(-1, descending=True).values, x[:1].sort(-1).values, -x[:1].abs() - 1])
     m_true, l_true = _stats(x)
     (R, n), tests = x.shape, 0
     empty = (torch.full((R,), NEG_INF), torch.zeros(R))
@@ -143,7 +144,7 @@ def merge_softmax_stats(ev: Evaluation, answer):
         _name(ell, l_true, {k: say.MERGE[k] for k in ("no_rescale", "flipped", "flipped_safe", "no_guard",
                                                      "one_rescaled", "other_rescaled", "to_min", "from_m1",
                                                      "from_m2", "same_factor_m1", "same_factor_m2", "lse", "product",
-                                                     "l1_twice")},
+                                                     "l1_twice", "clamp_safe")},
               lambda kind, v=v: v[kind][1])
         _nan_free(ell, "l", say.NO_GUARD)
         with explained(functools.partial(say.merge_rows, ell, l_true, m1, m2)):
@@ -296,8 +297,7 @@ _BACKWARD_KINDS = ("no_D", "D_wrong_axis", "D_no_axis", "D_all", "D_plus", "lse_
                    "scale_twice", "dq_no_scale", "dk_scale_twice", "p_no_scale", "p_softmax_tile", "dv_no_transpose",
                    "dk_no_transpose", "dv_from_out", "dk_from_dO", "overwrite", "overwrite_dq_dk", "overwrite_dq",
                    "overwrite_dk", "D_dO", "lse_sign", "dv_dO_keys", "lse_keys", "ds_D_outside", "keys_short",
-                   "dv_from_ds", "dq_from_v", "dv_query_rows",
-                   "bw_scale_times")
+                   "dv_from_ds", "dq_from_v", "dv_query_rows", "overwrite_dv", "bw_scale_times")
 
 
 def _dq_of(ev: Evaluation, out, lse, grad_out, bq, bk):

@@ -46,8 +46,8 @@ def online(blocks, kind="ok"):
             p_sum = torch.exp(block - m[..., None]).sum(dim=-1)
         elif kind == "old_max_safe":                   # exp(x_block - m_old), guarded: exp(x_block) at the first
             p_sum = torch.exp(block - safe(m)[..., None]).sum(dim=-1)
-        elif kind == "sum_rows_mean":                  # every term of the block summed, averaged over its rows
-            p_sum = torch.exp(block - ms[..., None]).sum() / block.shape[0]
+        elif kind in ("sum_rows_mean", "sum_all"):     # every term of the block summed (averaged over its rows)
+            p_sum = torch.exp(block - ms[..., None]).sum() / (block.shape[0] if kind == "sum_rows_mean" else 1)
         elif kind == "no_shift":                       # l = sum exp(x), not measured from any maximum
             p_sum = torch.exp(block).sum(dim=-1)
         elif kind == "sum_wrong_axis":                 # the block's sum over its rows (dim 0): (b,), broadcast
@@ -95,7 +95,7 @@ def two_passes(blocks, kind="list"):
 # ---------------------------------------------------------------------------------------------
 def merge(m1, l1, m2, l2, kind="ok"):
     m = torch.maximum(m1, m2)
-    ms = m if kind == "no_guard" else safe(m)
+    ms = m if kind == "no_guard" else m.clamp(min=0.0) if kind == "clamp_safe" else safe(m)
     if kind == "no_rescale":
         return m, l1 + l2
     if kind == "flipped":
@@ -290,10 +290,10 @@ def backward(q, k, v, out, lse, grad_out, block_q, block_k, causal=False, kind="
             elif kind == "overwrite_dq_dk":                                   # dv accumulated, dq and dk not
                 dq[..., i0:i1, :], dk[..., j0:j1, :] = dq_tile, dk_tile
                 dv[..., j0:j1, :] += dv_tile
-            elif kind in ("overwrite_dq", "overwrite_dk"):                    # one of them overwritten, the rest not
+            elif kind in ("overwrite_dq", "overwrite_dk", "overwrite_dv"):    # one of them overwritten, the rest not
                 dq[..., i0:i1, :] = dq_tile + (0 if kind == "overwrite_dq" else dq[..., i0:i1, :])
                 dk[..., j0:j1, :] = dk_tile + (0 if kind == "overwrite_dk" else dk[..., j0:j1, :])
-                dv[..., j0:j1, :] += dv_tile
+                dv[..., j0:j1, :] = dv_tile + (0 if kind == "overwrite_dv" else dv[..., j0:j1, :])
             else:
                 dq[..., i0:i1, :] += dq_tile
                 dk[..., j0:j1, :] += dk_tile

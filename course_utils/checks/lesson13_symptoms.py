@@ -94,6 +94,9 @@ ONLINE["old_max_safe"] = ("each block's terms are measured from the PREVIOUS max
 ONLINE["sum_rows_mean"] = ("l adds the same number to every row: the block's terms are summed over ALL its rows and "
                            "averaged; each row's l adds up its OWN terms, Σ exp(x_block − m_new) over the block's "
                            "columns (dim=-1), one number per row")
+ONLINE["sum_all"] = ("l adds the same number to every row: .sum() without dim= adds up every term of the block, all "
+                     "its rows together; each row's l adds up its OWN terms, Σ exp(x_block − m_new) over the block's "
+                     "columns (.sum(dim=-1)), one number per row")
 ONLINE["forgets_max"] = ("m ends below the row's maximum in the row whose maximum lies in its first block (sorted in "
                          "descending order), and is right in the row whose maximum comes last: m forgets the maxima "
                          "of earlier blocks. Keep the running maximum, m = torch.maximum(m, block.amax(dim=-1)) at "
@@ -168,6 +171,9 @@ MERGE["lse"] = ("l is the merged log-sum-exp, m + log l: return the normaliser i
                 "l2·e^(m2 − m), measured from m = max(m1, m2)")
 MERGE["l1_twice"] = ("l1 appears in both terms (a copy-paste?): l = l1·e^(m1 − m) + l2·e^(m2 − m), the second "
                      "part's normaliser l2 in the second term")
+MERGE["clamp_safe"] = ("l is measured from max(m, 0), not from m, in the row whose maximum is negative: the safe "
+                       "maximum replaces only −∞ by 0, torch.where(torch.isneginf(m), 0, m) (clamp(min=0) moves every "
+                       "negative maximum too)")
 MERGE["product"] = ("the two rescaled normalisers are multiplied: they are sums of exponentials over two parts of a "
                     "row, so ADD them, l = l1·e^(m1 − m) + l2·e^(m2 − m)")
 
@@ -331,6 +337,8 @@ BACKWARD = {
                      "it over the blocks of keys, dq[..., i0:i1, :] += ..., as dk and dv"),
     "overwrite_dk": ("dk is overwritten by each tile (it ends as the share of the last block of queries only): "
                      "ACCUMULATE it over the blocks of queries, dk[..., j0:j1, :] += ..., as dq and dv"),
+    "overwrite_dv": ("dv is overwritten by each tile (it ends as the share of the last block of queries only): "
+                     "ACCUMULATE it over the blocks of queries, dv[..., j0:j1, :] += ..., as dq and dk"),
     "overwrite_dq_dk": ("dq and dk are overwritten by each tile: ACCUMULATE them over the tiles (dq[..., i0:i1, :] += "
                         "..., dk[..., j0:j1, :] += ...), as dv is"),
     "overwrite": ("dq, dk and dv are overwritten by each tile: ACCUMULATE them over the tiles (dq[..., i0:i1, :] += "

@@ -109,6 +109,13 @@ def _dense_mistakes(x, W_f, W_g, d):
         "the filter's past tap uses W_g[1]: the filter is tanh(x_t @ W_f[0] + x_{t−d} @ W_f[1]), all from W_f.":
             cat(torch.tanh(x @ W_f[0] + past @ W_g[1]) * torch.sigmoid(x @ W_g[0] + past @ W_g[1])),
     })
+    both = torch.cat([x, past], dim=-1)                 # (B, T, 2·d_in), [x_t, x_{t−d}]
+    interleaved = [W.transpose(0, 1).reshape(2 * W.shape[1], -1) for W in (W_f, W_g)]   # rows (feature, tap)
+    mistakes["the stacked taps are interleaved: W.transpose(0, 1).reshape(2·d_in, filters) orders the rows feature by "
+             "feature (x_t's feature 0, x_{t−d}'s feature 0, ...), so they no longer line up with [x_t, x_{t−d}] "
+             "concatenated. Stack the taps whole, torch.cat([W[0], W[1]], dim=0) (W.reshape(2·d_in, filters)): rows "
+             "0..d_in−1 for x_t, the next d_in for x_{t−d}."] = cat(
+        torch.tanh(both @ interleaved[0]) * torch.sigmoid(both @ interleaved[1]))
     if x.shape[0] > 1:
         first = _delayed(x[:1], d).expand_as(x)         # every sequence's past taken from the first one's
         mistakes["the delayed sequence comes from the first sequence of the batch for every sequence: build "

@@ -431,6 +431,7 @@ SLIPS = [
     ("causal_attention_block", "u: q pre-scaled and scores scaled again: 1/d_key", cab_u_double_scaled),
     ("causal_attention_block", "u: additive mask (m − 1)·∞: 0·∞ = NaN everywhere", cab_u_additive_inf_times_mask),
     ("causal_attention_block", "u: read-out mixes with weightsᵀ (anti-causal flow)", cab_u_weights_transposed_mix),
+    ("dense_block", "u: stacked taps reshaped interleaved (feature, tap)", dense_u_interleaved_taps),
 ]
 
 CORRECT = [
@@ -440,10 +441,4 @@ CORRECT = [
     ("patchify", "one as_strided view (B, H/P, W/P, P, P, C)", patch_ok_as_strided),
     ("dense_block", "pad left then crop [:, :-d], F.linear taps, tanh as 2σ(2f) − 1", dense_ok_crop_end_tanh_by_sigmoid),
     ("causal_attention_block", "finfo.min fill, einsum throughout, torch.dstack", cab_ok_finfo_dstack),
-]
-
-# Measured, not yet named (rejected under every offset, but only as "wrong values"); kept here, out of
-# SLIPS, so that the gap stays visible (docs/development.md).
-NOT_YET_NAMED = [
-    ("dense_block", "u: stacked taps reshaped interleaved (feature, tap)", dense_u_interleaved_taps),
 ]

@@ -515,6 +515,7 @@ SLIPS = [
     ("grouped_query_attention", "u: loop with strided queries q[:, i::h_kv], outputs concatenated by group",
      gqa_u_strided_query_loop),
     ("grouped_query_attention", "u: mask.unsqueeze(1) (an extra axis: (T, T) -> (T, 1, T))", gqa_u_mask_extra_axis),
+    ("sampling_distribution", "u: top-p cumsum over sort's indices, not its values", samp_u_sort_indices_as_probs),
 ]
 
 CORRECT = [
@@ -527,11 +528,4 @@ CORRECT = [
     ("cached_attention_step", "torch.bmm over B*h flattened heads, arange(t, t+1) position", step_ok_bmm),
     ("apply_rope", "theta by exp(-2i ln(base)/d) in float64, unflatten/unbind halves, stack+flatten", rope_ok_exp_log_unbind),
     ("grouped_query_attention", "index_select kv heads, torch sdpa with the boolean attn_mask", gqa_ok_torch_sdpa_bool),
-]
-
-# Measured, not yet named the same way under every offset (rejected under every offset, named as top-p
-# keeping the wrong count under most and as dropping the crossing token under some); kept here, out of
-# SLIPS, so that the gap stays visible (docs/development.md).
-NOT_YET_NAMED = [
-    ("sampling_distribution", "u: top-p cumsum over sort's indices, not its values", samp_u_sort_indices_as_probs),
 ]
