@@ -71,6 +71,18 @@ def test_none_and_shape_messages():
         demo_check(lambda x: np.zeros((3, 5)))
 
 
+def test_a_wrong_shape_says_what_it_most_often_comes_from():
+    from course_utils.checks.expectations import expect_shape
+    for got, words in (((3, 5), r"Only axis 1 is wrong \(5, expected 4\): a slice or a range off by one, or a sum"),
+                       ((3, 4, 1), r"extra axis of size 1 \(axis 2\): keepdim=True"),
+                       ((4,), r"axis of size 1 at position 0 is missing: squeeze\(\) without an axis drops EVERY")):
+        expected = (1, 4) if got == (4,) else (3, 4)
+        with pytest.raises(ExerciseError, match=words):
+            expect_shape(np.zeros(got), expected, "x")
+    with pytest.raises(ExerciseError, match=r"expected \(3, 4\)\.$"):     # two axes wrong: nothing to add
+        expect_shape(np.zeros((5, 6)), (3, 4), "x")
+
+
 def test_returns_in_the_wrong_order_are_recognised_by_value_and_by_shape():
     with pytest.raises(ExerciseError, match=r"wrong order: you return \(product, total\); the exercise asks "
                                             r"for `return total, product`"):

@@ -1,5 +1,5 @@
-"""An independent catalogue of learner slips for lessons 11-13 (tests/fresh_slips: written from the notebooks'
-text, not from the checks): every slip is rejected under every seed offset with a message that names it (never a
+"""Independent catalogues of learner slips for every lesson (tests/fresh_slips: written from the notebooks' text,
+not from the checks): every slip is rejected under every seed offset with a message that names it (never a
 bare "wrong values", a NaN notice, a generic order or the learner's own exception), the same family of message
 under every offset; every unusual right answer passes."""
 import importlib
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.usefixtures("any_seed_offset")   # every test under eve
 
 def _catalogue(kind):
     items = []
-    for catalogue in (f"{lesson}{letter}" for letter in ("", "b", "c", "d", "e", "f", "g") for lesson in (11, 12, 13)):
+    for catalogue in sorted(path.stem[len("lesson"):] for path in (ROOT / "tests" / "fresh_slips").glob("lesson*.py")):
         module = importlib.import_module(f"tests.fresh_slips.lesson{catalogue}")
         check = importlib.import_module(f"course_utils.checks.lesson{catalogue[:2]}")
         items += [pytest.param(getattr(check, exercise), fn, id=f"{catalogue}-{exercise}-{name}")

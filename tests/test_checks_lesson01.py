@@ -1,17 +1,18 @@
-"""Lessons 00–01: every check passes the reference and names the mistakes learners make most."""
+"""Lesson 01: every check passes the reference and names the mistakes learners make most (lesson 00:
+test_checks_lesson00.py)."""
 
 import numpy as np
 import pytest
+import torch
 
 from course_utils import numpy_attention as ref
-from course_utils.checks import ExerciseError, lesson00, lesson01
+from course_utils.checks import lesson01
 from tests.checking import named, not_implemented, prints_not_implemented
 
 pytestmark = pytest.mark.usefixtures("any_seed_offset")   # every test under every seed offset
 
 
 @pytest.mark.parametrize("check, reference", [
-    (lesson00.weighted_sum, ref.weighted_sum),
     (lesson01.softmax, ref.softmax),
     (lesson01.bahdanau_context, ref.bahdanau_context),
     (lesson01.single_query_attention, ref.single_query_attention),
@@ -28,13 +29,6 @@ def test_reference_passes_and_stub_is_not_implemented(check, reference, capsys):
 def test_checks_are_defined_in_the_lessons_order():
     from course_utils.checks.core import REGISTRY
     assert list(REGISTRY["01"]) == ["softmax", "bahdanau_context", "single_query_attention", "attention"]
-
-
-def test_weighted_sum_mistakes():
-    named(lesson00.weighted_sum, lambda w, x: w[:, None] * x, "keeps the sequence axis")
-    named(lesson00.weighted_sum, lambda w, x: (w[:, None] * x).sum(axis=1), "over the vector's own axis")
-    named(lesson00.weighted_sum, lambda w, x: x.mean(axis=0), "plain mean")
-    named(lesson00.weighted_sum, lambda w, x: x.sum(axis=0), "forgot the weights")
 
 
 # --- softmax ----------------------------------------------------------------------------------
@@ -57,6 +51,23 @@ def test_softmax_mistakes():
         named(lesson01.softmax, lambda x: np.exp(x) / np.exp(x).sum(axis=-1, keepdims=True), "subtract the maximum")
 
 
+def test_softmax_on_a_fixed_axis_is_named():
+    """axis=1 crashes on a 1-D input (NumPy's AxisError, torch's IndexError): named, not shown as a crash."""
+    named(lesson01.softmax, lambda x: ref.softmax(x, axis=1), r"uses axis=1, which an input of shape \(5,\) does "
+          r"not have.*axis=-1")
+    named(lesson01.softmax, lambda x: torch.softmax(torch.as_tensor(x), dim=1).numpy(), r"uses axis=1.*axis=-1")
+    named(lesson01.softmax, lambda x: ref.softmax(x, axis=min(1, x.ndim - 1)), r"over axis 1, not over the last")
+
+
+def test_softmax_dividing_by_the_maximum_is_named():
+    def divided(x):
+        e = np.exp(x / x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        named(lesson01.softmax, divided, "divided by its maximum instead of having it subtracted")
+
+
 # --- Bahdanau's three steps -------------------------------------------------------------------
 def test_bahdanau_context_mistakes():
     def alpha(e):
@@ -72,6 +83,20 @@ def test_bahdanau_context_mistakes():
     named(lesson01.bahdanau_context, lambda e, h: ref.bahdanau_context(e, h)[::-1],
           r"wrong order: you return \(alpha, c\); the exercise asks for `return c, alpha`")
     named(lesson01.bahdanau_context, lambda e, h: ref.bahdanau_context(e, h)[0], "return 2 things")
+
+
+def test_bahdanau_context_operand_order_and_stability():
+    """The first test is square (T == d), so h @ alpha runs and is named; large scores show an unstable softmax."""
+    named(lesson01.bahdanau_context, lambda e, h: (h @ ref.softmax(e), ref.softmax(e)), r"c = h @ alpha pairs")
+    named(lesson01.bahdanau_context, lambda e, h: ((ref.softmax(e) * h).sum(axis=0), ref.softmax(e)),
+          r"LAST axis of h.*alpha\[:, None\] \* h")
+
+    def unstable(e, h):
+        alpha = np.exp(e) / np.exp(e).sum()
+        return alpha @ h, alpha
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        named(lesson01.bahdanau_context, unstable, r"NaN on large scores.*subtract the maximum")
 
 
 # --- queries, keys, values --------------------------------------------------------------------
@@ -104,6 +129,36 @@ def test_single_query_attention_mistakes():
     named(lesson01.single_query_attention, lambda q, K, V: ref.single_query_attention(q, K, V)[::-1], "wrong order")
 
 
+def test_single_query_attention_transpose_and_late_scale():
+    """The first test is square (T_k == d_k), so q @ K runs and is named; a scale after the softmax is named."""
+    named(lesson01.single_query_attention, _q_at_K, r"scores are q @ K.*K @ q")
+
+    def keys_transposed_first(q, K, V):
+        w = ref.softmax(K.T @ q / np.sqrt(q.shape[-1]))
+        return w @ V, w
+
+    named(lesson01.single_query_attention, keys_transposed_first, r"scores are q @ K")
+    for c, words in ((np.sqrt, r"divided by sqrt\(d_k\) after the softmax"), (lambda d: d, "divided by d_k after")):
+        def late(q, K, V, c=c):
+            w = ref.softmax(K @ q) / c(q.shape[-1])
+            return w @ V, w
+        named(lesson01.single_query_attention, late, words + r".*softmax\(K q / sqrt\(d_k\)\)")
+
+
+def test_a_saturated_softmax_does_not_hide_the_scale_mistake():
+    """Scores are drawn again until each scale mistake has weights of its own: at these offsets the first draw
+    saturated the softmax, and a doubled scale looked like a missing one."""
+    for offset in (272422, 849066):
+        outcome = lesson01.single_query_attention.evaluate(single_query(lambda q, K, V: 1 / np.sqrt(q.shape[-1])),
+                                                           seed_offset=offset)
+        assert "multiplied by sqrt(d_k)" in outcome.message, outcome.message
+
+
+def _q_at_K(q, K, V):
+    w = ref.softmax(q @ K / np.sqrt(q.shape[-1]))
+    return w @ V, w
+
+
 def matrix(scale=None, axis=-1, scores=lambda Q, K: Q @ K.T, mix=lambda w, K, V: w @ V):
     def answer(Q, K, V):
         s = scores(Q, K) / (np.sqrt(Q.shape[-1]) if scale is None else scale(Q, K, V))
@@ -133,6 +188,15 @@ def test_attention_scale_by_a_length_is_named_when_lengths_differ():
         named(lesson01.attention, answer, words)
 
 
+def test_attention_scale_after_the_softmax_is_named():
+    named(lesson01.attention, _late_attention, r"divided by sqrt\(d_k\) after the softmax.*softmax\(Q K\^T / sqrt")
+
+
+def _late_attention(Q, K, V):
+    w = ref.softmax(Q @ K.T) / np.sqrt(Q.shape[-1])
+    return w @ V, w
+
+
 def test_attention_mistakes():
     named(lesson01.attention, matrix(axis=0), "wrong axis")
     named(lesson01.attention, matrix(scores=lambda Q, K: K @ Q.T), "transposed")
@@ -149,11 +213,3 @@ def test_attention_mistakes():
     named(lesson01.attention, global_softmax, "whole matrix sums to 1")
     named(lesson01.attention, lambda Q, K, V: ref.attention(Q, K, V)[::-1], "wrong order")
 
-
-def test_learner_crash_is_reported_with_their_line():
-    def crashes(w, x):
-        return w @ x.T  # shapes do not match
-
-    with pytest.raises(ExerciseError, match="your function raised ValueError") as info:
-        lesson00.weighted_sum(crashes)
-    assert "weighted sum" in str(info.value) and "in your code" in str(info.value)

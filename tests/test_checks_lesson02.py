@@ -129,3 +129,121 @@ def test_sequence_loss_mistakes():
     named(lesson02.sequence_loss, softmax_first, "softmax before F.cross_entropy")
     named(lesson02.sequence_loss, lambda logits, tgt, pad_id: F.cross_entropy(
         logits.transpose(1, 2), tgt, ignore_index=pad_id, reduction="none"), "one number")
+
+
+def test_encoder_crashes_and_axes_are_named():
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    def packed(sorted_lengths=False, batch_first=True):
+        def encoder_forward(encoder, src, lengths):
+            x = pack_padded_sequence(encoder.embedding(src), lengths, batch_first=batch_first,
+                                     enforce_sorted=sorted_lengths)
+            out, h_n = encoder.gru(x)
+            return pad_packed_sequence(out, batch_first=batch_first, total_length=src.shape[1])[0], h_n[0]
+        return encoder_forward
+
+    def time_major(encoder, src, lengths):
+        h = encoder.gru(encoder.embedding(src).transpose(0, 1))[0].transpose(0, 1)
+        return h, h[torch.arange(len(lengths)), lengths - 1]
+
+    named(lesson02.encoder_forward, packed(sorted_lengths=True), r"enforce_sorted=False")
+    named(lesson02.encoder_forward, packed(batch_first=False), r"time-major.*batch_first=True")
+    named(lesson02.encoder_forward, time_major, r"ran along the batch axis.*do not transpose")
+
+
+def test_decoder_step_crashes_and_cut_gradients_are_named():
+    def flat_state(decoder, y_prev, s_prev):
+        _, s = decoder.gru(decoder.embedding(y_prev)[:, None, :], s_prev)
+        return decoder.out(s[0]), s[0]
+
+    def no_sequence_axis(decoder, y_prev, s_prev):
+        _, s = decoder.gru(decoder.embedding(y_prev), s_prev[None])
+        return decoder.out(s[0]), s[0]
+
+    def detached(decoder, y_prev, s_prev):
+        logits, s = decoder.step(y_prev, s_prev)
+        return logits, s.detach()
+
+    def under_no_grad(decoder, y_prev, s_prev):
+        with torch.no_grad():
+            return decoder.step(y_prev, s_prev)
+
+    def logits_of_detached(decoder, y_prev, s_prev):
+        logits, s = decoder.step(y_prev, s_prev)
+        return decoder.out(s.detach()), s
+
+    named(lesson02.decoder_step, flat_state, r"\(1, B, d_hidden\).*s_prev\[None\]")
+    named(lesson02.decoder_step, no_sequence_axis, r"sequences of length 1")
+    named(lesson02.decoder_step, detached, r"new state s carries no gradient")
+    named(lesson02.decoder_step, under_no_grad, r"new state s carries no gradient")
+    named(lesson02.decoder_step, logits_of_detached, r"no gradient flows from the logits back to s_prev")
+
+
+def test_sequence_loss_axes_masks_shifts_and_pad_id():
+    def flat(logits, tgt):
+        return logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1)
+
+    def reshaped(logits, tgt, pad_id):
+        B, T, V = logits.shape
+        return F.cross_entropy(logits.view(B, V, T), tgt, ignore_index=pad_id)
+
+    def targets_transposed(logits, tgt, pad_id):
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.T.reshape(-1), ignore_index=pad_id)
+
+    def inverted(logits, tgt, pad_id):
+        nll = F.cross_entropy(logits.transpose(1, 2), tgt, reduction="none")
+        return nll[tgt == pad_id].mean()
+
+    def zero_is_pad(logits, tgt, pad_id):
+        return F.cross_entropy(*flat(logits, tgt), ignore_index=0)
+
+    def shifted(logits, tgt, pad_id):
+        return F.cross_entropy(*flat(logits[:, :-1], tgt[:, 1:]), ignore_index=pad_id)
+
+    def shifted_back(logits, tgt, pad_id):
+        return F.cross_entropy(*flat(logits[:, 1:], tgt[:, :-1]), ignore_index=pad_id)
+
+    def log_softmax_over(axis):
+        def loss(logits, tgt, pad_id):
+            logp = F.log_softmax(logits, dim=axis)
+            keep = tgt != pad_id
+            return -logp.gather(-1, tgt[..., None])[..., 0][keep].mean()
+        return loss
+
+    def nll_of_probabilities(logits, tgt, pad_id):
+        return F.nll_loss(*flat(torch.softmax(logits, -1), tgt), ignore_index=pad_id)
+
+    def classes_last(logits, tgt, pad_id):
+        return F.cross_entropy(logits, tgt, ignore_index=pad_id)
+
+    def only_logits_flat(logits, tgt, pad_id):
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt, ignore_index=pad_id)
+
+    def as_number(logits, tgt, pad_id):
+        return torch.tensor(ref.sequence_loss(logits, tgt, pad_id).item())
+
+    named(lesson02.sequence_loss, reshaped, r"reshaped to \(B, V, T\).*transpose\(1, 2\)")
+    named(lesson02.sequence_loss, targets_transposed, r"targets are flattened in another order")
+    named(lesson02.sequence_loss, inverted, r"mask is inverted.*PADDING")
+    named(lesson02.sequence_loss, zero_is_pad, r"ignores the targets equal to 0.*argument pad_id")
+    named(lesson02.sequence_loss, shifted, r"shifted by one more step.*without slicing")
+    named(lesson02.sequence_loss, shifted_back, r"shifted against each other.*without slicing")
+    named(lesson02.sequence_loss, log_softmax_over(1), r"log-softmax is over axis 1, the time axis")
+    named(lesson02.sequence_loss, log_softmax_over(0), r"log-softmax is over axis 0, the batch axis")
+    named(lesson02.sequence_loss, nll_of_probabilities, r"nll_loss got probabilities.*LOG-probabilities")
+    named(lesson02.sequence_loss, classes_last, r"classes on axis 1.*transpose\(1, 2\)")
+    named(lesson02.sequence_loss, only_logits_flat, r"flatten BOTH")
+    named(lesson02.sequence_loss, as_number, r"gradients flow through.*\.item\(\)")
+
+
+def test_sequence_loss_right_answers_with_another_pad_id_pass():
+    def manual(logits, tgt, pad_id):
+        keep = tgt != pad_id
+        return F.cross_entropy(logits[keep], tgt[keep])
+
+    def transposed(logits, tgt, pad_id=0):
+        return F.cross_entropy(logits.transpose(1, 2), tgt, ignore_index=pad_id)
+
+    for answer in (manual, transposed):
+        outcome = lesson02.sequence_loss.evaluate(answer)
+        assert outcome.passed, outcome.message

@@ -153,3 +153,92 @@ def test_attention_decoder_step_mistakes():
           r"wrong order: you return \(alpha, s, logits\)")
     named(lesson03.attention_decoder_step, lambda *a: tuple(attention_decoder_step(*a)[i] for i in (1, 0, 2)),
           r"wrong order: you return \(s, logits, alpha\)")
+
+
+def test_bidirectional_states_fresh_mistakes():
+    def with_h(make_h):
+        def fn(h_fwd, h_bwd, lengths):
+            return make_h(h_fwd, h_bwd, lengths), recurrent.bidirectional_states(h_fwd, h_bwd, lengths)[1]
+        return fn
+
+    def gathered_at_lengths(h_fwd, h_bwd, lengths):          # the off-by-one, through gather
+        B, _, d = h_fwd.shape
+        last = h_fwd.gather(1, lengths.view(B, 1, 1).expand(B, 1, d))[:, 0]
+        return torch.cat([h_fwd, h_bwd], -1), torch.cat([last, h_bwd[:, 0]], -1)
+
+    def reversed_real_tokens(f, b, n):
+        b = b.clone()
+        for i, length in enumerate(n.tolist()):
+            b[i, :length] = b[i, :length].flip(0)
+        return torch.cat([f, b], -1)
+
+    def at_lengths(h_fwd, h_bwd, lengths):
+        return torch.cat([h_fwd, h_bwd], -1), torch.cat([h_fwd[torch.arange(len(lengths)), lengths], h_bwd[:, 0]], -1)
+
+    named(lesson03.bidirectional_states, at_lengths, "one past the last position.*lengths - 1")
+    named(lesson03.bidirectional_states, gathered_at_lengths, "one past the last position.*lengths - 1")
+    named(lesson03.bidirectional_states, with_h(lambda f, b, n: torch.stack([f, b], -1).flatten(2)),
+          "features of the two directions are interleaved")
+    named(lesson03.bidirectional_states, with_h(lambda f, b, n: torch.stack([b, f], -1).flatten(2)),
+          "interleaved, backward first")
+    named(lesson03.bidirectional_states, with_h(lambda f, b, n: torch.cat([f, b.flip(1)], -1)),
+          "backward states are reversed along the positions")
+    named(lesson03.bidirectional_states, with_h(reversed_real_tokens), "backward states are reversed")
+    named(lesson03.bidirectional_states, with_h(lambda f, b, n: torch.cat([f.flip(1), b], -1)),
+          "forward states are reversed")
+
+
+def test_additive_score_fresh_mistakes():
+    def split_at(width_of):
+        def fn(s, h, W, v):
+            d = width_of(s, h)
+            return torch.tanh((s @ W[:, :d].T)[:, None, :] + h @ W[:, d:].T) @ v
+        return fn
+
+    def repeat_view(s, h, W, v):
+        B, T, _ = h.shape
+        return torch.tanh(torch.cat([s.repeat(T, 1).view(B, T, -1), h], -1) @ W.T) @ v
+
+    def h_mixed(s, h, W, v):
+        B, T, _ = h.shape
+        return ref.additive_score(s, h.transpose(0, 1).reshape(B, T, -1), W, v)
+
+    named(lesson03.additive_score, lambda s, h, W, v: torch.tanh(_concat(s, h) @ W) @ v, "W_a is not transposed")
+    named(lesson03.additive_score, split_at(lambda s, h: h.shape[-1]), "W_a is split at the wrong column")
+    named(lesson03.additive_score, repeat_view, "another sequence's s changes")
+    named(lesson03.additive_score, h_mixed, "another sequence's h changes")
+
+
+def test_masked_softmax_fresh_mistakes():
+    def by_hand(clamp=None):
+        def fn(e, m):
+            e = e if clamp is None else e.clamp(max=clamp)
+            w = torch.exp(e) * m
+            total = w.sum(-1, keepdim=True)
+            return w / torch.where(total > 0, total, torch.ones_like(total))
+        return fn
+
+    named(lesson03.masked_softmax, lambda e, m: torch.softmax(e.masked_fill(~m, -1e30), 1) * m,
+          "softmax over axis 1 instead of the last one")
+    named(lesson03.masked_softmax, by_hand(), "NaN or inf for large scores.*subtract each row's maximum")
+    named(lesson03.masked_softmax, by_hand(clamp=80.0), "exp underflows.*subtract each row's maximum")
+
+
+def test_context_vector_fresh_mistakes():
+    named(lesson03.context_vector, lambda w, h: ref.context_vector(torch.softmax(w, -1), h),
+          "softmax again")
+    named(lesson03.context_vector, lambda w, h: ref.context_vector(w / w.sum(-1, keepdim=True), h),
+          "NaN for a row of zero weights.*divided by their sum")
+
+
+def test_attention_decoder_step_fresh_mistakes():
+    def luong(alpha_too):
+        def fn(decoder, y_prev, s_prev, h, mask):
+            c, alpha = decoder.attention(s_prev, h, mask)
+            s = decoder.gru(torch.cat([decoder.embedding(y_prev), c], -1), s_prev)
+            c, new_alpha = decoder.attention(s, h, mask)
+            return decoder.out(torch.cat([s, c], -1)), s, new_alpha if alpha_too else alpha
+        return fn
+
+    named(lesson03.attention_decoder_step, luong(alpha_too=True), "read with the NEW state.*return that alpha_t")
+    named(lesson03.attention_decoder_step, luong(alpha_too=False), "read with the NEW state")

@@ -7,7 +7,7 @@ import torch
 
 from course_utils import scores as ref
 from course_utils.checks import ExerciseError, lesson04
-from tests.checking import not_implemented, prints_not_implemented
+from tests.checking import named, not_implemented, prints_not_implemented
 
 pytestmark = pytest.mark.usefixtures("any_seed_offset")   # every test under every seed offset
 
@@ -55,6 +55,21 @@ def test_cosine_mistakes():
         lesson04.cosine_score(lambda s, h, beta: ref.cosine_score(s, h) / beta)
 
 
+@pytest.mark.parametrize("norm_s, norm_h, symptom", [
+    (-1, 1, r"h is normalised along the time axis"),
+    (None, None, r"norm of the whole tensor s .* norm of the whole tensor h"),
+    (0, -1, r"s is normalised along the batch axis"),
+    (-1, 0, r"h is normalised along the batch axis"),
+])
+def test_cosine_norms_over_the_wrong_axes(norm_s, norm_h, symptom):
+    def cosine(s, h, beta):
+        unit_s = s / (s.norm() if norm_s is None else s.norm(dim=norm_s, keepdim=True))
+        unit_h = h / (h.norm() if norm_h is None else h.norm(dim=norm_h, keepdim=True))
+        return beta * dot(unit_s, unit_h)
+
+    named(lesson04.cosine_score, cosine, symptom + r".*own norm, taken over the features")
+
+
 def test_additive_mistakes():
     def swapped(s, h, W_a, v_a):
         d_h = h.shape[-1]
@@ -85,6 +100,43 @@ def test_additive_mistakes():
         lesson04.additive_score(not_transposed)
 
 
+def additive_planted(mistake):
+    """A learner's additive_score with one `mistake` planted."""
+    def additive(s, h, W_a, v_a):
+        d_s, d_h = s.shape[-1], h.shape[-1]
+        split = d_h if mistake == "split at d_h" else d_s
+        W_s, W_h = W_a[:, :split], W_a[:, split:]
+        ws = s @ (W_s if mistake == "W_s not transposed" else W_s.T)
+        wh = h @ (W_h if mistake == "W_h not transposed" else W_h.T)
+        if mistake == "no T axis":
+            return torch.tanh(ws + wh) @ v_a
+        if mistake == "tanh of each term":
+            return (torch.tanh(ws)[:, None] + torch.tanh(wh)) @ v_a
+        if mistake == "s summed over the batch":
+            return torch.tanh(ws.sum(0)[None, None] + wh) @ v_a
+        if mistake == "transposed":
+            return (torch.tanh(ws[:, None] + wh) @ v_a).T
+        return torch.tanh(ws[:, None] + wh) @ v_a
+    return additive
+
+
+@pytest.mark.parametrize("mistake, symptom", [
+    ("split at d_h", r"works when d_s = d_h but fails when they differ.*W_s = W_a\[:, :d_s\][\s\S]*PyTorch"),
+    ("no T axis", r"without a T axis, so it broadcasts over the wrong axis"),
+    ("tanh of each term", r"tanh is taken of W_s s and of W_h h_i separately"),
+    ("W_h not transposed", r"W_h is used without transposing"),
+    ("W_s not transposed", r"W_s is used without transposing"),
+    ("s summed over the batch", r"s is summed over the batch"),
+    ("transposed", r"is transposed: \(T, B\)"),
+])
+def test_additive_planted_mistakes(mistake, symptom):
+    named(lesson04.additive_score, additive_planted(mistake), symptom)
+
+
+def test_additive_planted_answer_without_mistake_passes():
+    assert lesson04.additive_score.evaluate(additive_planted(None)).passed
+
+
 def test_location_mistakes():
     with pytest.raises(ExerciseError, match="returned weights"):
         lesson04.location_score(lambda s, W, T: torch.softmax((s @ W.T)[:, :T], -1))
@@ -94,6 +146,10 @@ def test_location_mistakes():
         lesson04.location_score(lambda s, W, T: (s @ W.T)[:, -T:])
     with pytest.raises(ExerciseError, match="off by one"):
         lesson04.location_score(lambda s, W, T: (s @ W.T)[:, 1:T + 1])
+    named(lesson04.location_score, lambda s, W, T: torch.softmax(s @ W.T, -1)[:, :T],
+          r"returned weights \(a softmax over all max_len positions")
+    named(lesson04.location_score, lambda s, W, T: (s[:1] @ W.T)[:, :T].expand(len(s), T),
+          r"scored with the s of example 0")
 
 
 def test_general_mistakes():
@@ -101,6 +157,11 @@ def test_general_mistakes():
         lesson04.general_score(lambda s, h, W: ref.general_score(s, h, W.T))
     with pytest.raises(ExerciseError, match="W_a is missing"):
         lesson04.general_score(lambda s, h, W: dot(s, h))
+    named(lesson04.general_score, lambda s, h, W: torch.einsum("ad,de,bte->bt", s, W, h), r"s is summed over the batch")
+    named(lesson04.general_score, lambda s, h, W: torch.einsum("ad,de,bte->bt", s, W, h) / len(s),
+          r"s is averaged over the batch")
+    named(lesson04.general_score, lambda s, h, W: (h @ (s @ W).T)[:, :, 0], r"scored with the s of example 0")
+    named(lesson04.general_score, lambda s, h, W: (h @ (s @ W).T)[:, :, -1], r"scored with the s of the last example")
 
 
 def test_dot_mistakes():
@@ -110,6 +171,12 @@ def test_dot_mistakes():
         lesson04.dot_score(lambda s, h: ref.cosine_score(s, h))
     with pytest.raises(ExerciseError, match="not summed"):
         lesson04.dot_score(lambda s, h: s[:, None, :] * h)
+    named(lesson04.dot_score, lambda s, h: (h @ s.T)[:, :, 0], r"scored with the s of example 0")
+    named(lesson04.dot_score, lambda s, h: torch.einsum("ad,btd->bt", s, h), r"s is summed over the batch")
+    named(lesson04.scaled_dot_score, lambda s, h: (h @ s.T)[:, :, 0] / math.sqrt(s.shape[-1]),
+          r"scored with the s of example 0")
+    named(lesson04.cosine_score, lambda s, h, beta: ref.cosine_score(s[:1].expand_as(s), h, beta),
+          r"scored with the s of example 0")
 
 
 def test_scaled_dot_mistakes():
@@ -130,7 +197,9 @@ def local_p_planted(mistake=None):
         z = torch.tanh(s @ (W_p if mistake == "W_p transposed" else W_p.T)) @ v_p
         if mistake == "no tanh":
             z = (s @ W_p.T) @ v_p
-        p = torch.sigmoid(z) if mistake == "no sigmoid" else S * torch.sigmoid(z)
+        scale = {"padded T - 1": e.shape[-1] - 1, "padded T": e.shape[-1],
+                 "lengths from the mask": mask.sum(-1) - 1}.get(mistake, S)
+        p = torch.sigmoid(z) if mistake == "no sigmoid" else scale * torch.sigmoid(z)
         if mistake == "no sigmoid":
             p = S * z
         if mistake == "not scaled by S":
@@ -141,6 +210,7 @@ def local_p_planted(mistake=None):
         centre = {"round": p.round(), "floor": p.floor()}.get(mistake, p)
         distance = positions[None, :] - centre[:, None]
         window = {"wide": distance.abs() <= D + 1, "narrow": distance.abs() <= D - 1,
+                  "strict": distance.abs() < D,
                   "slice": (positions[None, :] >= p.floor()[:, None] - D)
                   & (positions[None, :] < p.floor()[:, None] + D)}.get(mistake, distance.abs() <= D)
         keep = window if mistake == "mask ignored" else window & mask
@@ -194,6 +264,10 @@ def test_local_p_planted_answer_without_mistake_passes(capsys):
     ("wide", "too wide"),
     ("narrow", "too narrow"),
     ("slice", "stops before its end"),
+    ("strict", "the window test is strict, |i - p_t| < D"),
+    ("padded T - 1", "p_t is scaled by the padded length T - 1"),
+    ("padded T", "p_t is scaled by the padded length T,"),
+    ("lengths from the mask", "p_t is scaled by the last positions computed from the mask"),
     ("returns alpha, p", "wrong order"),
     ("returns alpha only", "return 2 things"),
 ])
@@ -213,6 +287,8 @@ def reinforce_planted(mistake=None):
             advantage = advantage.detach()
         if mistake == "no baseline":
             return -(reward.detach() * log_p).mean()
+        if mistake == "baseline added":
+            return -((reward + baseline).detach() * log_p).mean()
         if mistake == "baseline outside":
             return -(reward.detach() * log_p - baseline.detach()).mean()
         if mistake == "sign":
@@ -243,6 +319,7 @@ def test_reinforce_planted_answer_without_mistake_passes(capsys):
 @pytest.mark.parametrize("mistake, symptom", [
     ("no baseline", "baseline is missing"),
     ("baseline outside", "baseline must multiply the log-probability"),
+    ("baseline added", "the baseline is added: the advantage is r - b"),
     ("sign", "wrong sign"),
     ("alpha", "alpha instead of log alpha"),
     ("sum", "summed over the batch"),

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from course_utils import memory as ref
 from course_utils.checks import ExerciseError
 from course_utils.checks import lesson05 as check
-from tests.checking import not_implemented, prints_not_implemented
+from tests.checking import named, not_implemented, prints_not_implemented
 
 pytestmark = pytest.mark.usefixtures("any_seed_offset")   # every test under every seed offset
 
@@ -326,3 +326,200 @@ def heads_four_values(raw, M, S):
 def test_head_parameters_mistakes(fn, match):
     with pytest.raises(ExerciseError, match=match):
         check.head_parameters(fn)
+
+
+# ------------------------------------------------- the slips of tests/fresh_slips/lesson05h.py, as families
+def _read_squeeze_all(memory, w):
+    return (w.unsqueeze(1) @ memory).squeeze()
+
+
+def _read_untransposed(memory, w):
+    return (memory @ w.unsqueeze(-1)).squeeze(-1)
+
+
+def _read_softmax_w(memory, w):
+    return ref.memory_read(memory, torch.softmax(w, -1))
+
+
+def _read_softmax_sharper(memory, w):            # another change of w: a one-hot w no longer reads its row
+    return ref.memory_read(memory, torch.softmax(3 * w, -1))
+
+
+def _read_argmax(memory, w):
+    return memory[torch.arange(memory.shape[0]), w.argmax(-1)]
+
+
+def _read_squared_weights(memory, w):            # right on a one-hot w, not on a spread one
+    return ref.memory_read(memory, w ** 2)
+
+
+def _read_sum_batch(memory, w):
+    return (w.unsqueeze(-1) * memory).sum(0)
+
+
+@pytest.mark.parametrize("fn, words", [
+    (_read_squeeze_all, r"batch of one \(B = 1\).*squeeze\(\) without a dim"),
+    (_read_untransposed, r"contracts w with the row width M"),
+    (_read_softmax_w, r"applied a softmax to w"),
+    (_read_softmax_sharper, r"one-hot weighting w on row i should read exactly row i"),
+    (_read_argmax, r"only the most weighted row \(argmax\)"),
+    (_read_squared_weights, r"w = 0.5 on two rows.*EVERY row"),
+    (_read_sum_batch, r"summed over the batch axis"),
+])
+def test_memory_read_slips(fn, words):
+    named(check.memory_read, fn, words)
+
+
+def _write_e_not_unsqueezed(memory, w, e, a):
+    w = w.unsqueeze(-1)
+    return memory * (1 - w * e) + w * a.unsqueeze(-2)
+
+
+def _write_a_not_unsqueezed(memory, w, e, a):
+    w = w.unsqueeze(-1)
+    return memory * (1 - w * e.unsqueeze(-2)) + w * a
+
+
+@pytest.mark.parametrize("fn", [_write_e_not_unsqueezed, _write_a_not_unsqueezed])
+def test_memory_write_without_the_rows_axis(fn):
+    named(check.memory_write, fn, r"without the rows' axis.*e.unsqueeze\(-2\) and a.unsqueeze\(-2\)")
+
+
+def _cos(dot, norms, eps=1e-8):
+    return dot / (norms + eps)
+
+
+def _dot(k, memory):
+    return (memory @ k.unsqueeze(-1)).squeeze(-1)
+
+
+def _cos_eps_numerator(k, memory, eps=1e-6):
+    return (_dot(k, memory) + eps) / (memory.norm(dim=-1) * k.norm(dim=-1, keepdim=True) + eps)
+
+
+def _cos_key_norm_all(k, memory, eps=1e-8):
+    return _cos(_dot(k, memory), memory.norm(dim=-1) * k.norm())
+
+
+def _cos_memory_norm_all(k, memory, eps=1e-8):
+    return _cos(_dot(k, memory), memory.norm() * k.norm(dim=-1, keepdim=True))
+
+
+def _cos_k_not_unsqueezed(k, memory, eps=1e-8):
+    return _cos((k * memory).sum(-1), memory.norm(dim=-1) * k.norm(dim=-1, keepdim=True))
+
+
+def _cos_key_norm_no_keepdim(k, memory, eps=1e-8):
+    return _cos(_dot(k, memory), memory.norm(dim=-1) * k.norm(dim=-1))
+
+
+def _cos_squeeze_all(k, memory, eps=1e-8):
+    norms = memory.norm(dim=-1, keepdim=True) * k.norm(dim=-1, keepdim=True).unsqueeze(-1)   # (B, N, 1)
+    return ((memory @ k.unsqueeze(-1)) / (norms + eps)).squeeze()
+
+
+@pytest.mark.parametrize("fn, words", [
+    (_cos_eps_numerator, r"zero memory row gets similarity 1.*numerator"),
+    (_cos_key_norm_all, r"k.norm\(\) without a dim"),
+    (_cos_memory_norm_all, r"memory.norm\(\) without a dim"),
+    (_cos_k_not_unsqueezed, r"without the rows' axis.*k.unsqueeze\(-2\)"),
+    (_cos_key_norm_no_keepdim, r"without the rows' axis.*keepdim=True"),
+    (_cos_squeeze_all, r"batch of one \(B = 1\).*squeeze\(\) without a dim"),
+])
+def test_cosine_slips(fn, words):
+    named(check.cosine_similarity, fn, words)
+
+
+@pytest.mark.parametrize("fn, words", [
+    (lambda k, beta, memory: torch.softmax(beta * _dot(k, memory), -1), r"dot product k.M\(i\) instead of the cosine"),
+    (lambda k, beta, memory: torch.softmax(F.softplus(beta) * ref.cosine_similarity(k, memory), -1),
+     r"applied softplus to beta"),
+])
+def test_content_addressing_slips(fn, words):
+    named(check.content_addressing, fn, words)
+
+
+@pytest.mark.parametrize("fn, words", [
+    (lambda w_c, w_prev, g: torch.where(g > 0.5, w_c, w_prev), r"gate is rounded to 0 or 1"),
+    (lambda w_c, w_prev, g: ref.interpolate(w_c, w_prev, torch.round(g)), r"gate is rounded to 0 or 1"),
+    (lambda w_c, w_prev, g: torch.softmax(g * w_c + (1 - g) * w_prev, -1), r"applied a softmax to the mix"),
+])
+def test_interpolate_slips(fn, words):
+    named(check.interpolate, fn, words)
+
+
+def _shift_zeros_accumulator(w, s):
+    R = s.shape[-1] // 2
+    out = torch.zeros(w.shape)
+    for j, k in enumerate(range(-R, R + 1)):
+        out += s[:, j:j + 1] * torch.roll(w, k, dims=-1)      # (in place: stays float32)
+    return out
+
+
+def _shift_column_without_axis(w, s):
+    R = s.shape[-1] // 2
+    return sum(s[:, j] * torch.roll(w, k, dims=-1) for j, k in enumerate(range(-R, R + 1)))
+
+
+def _shift_from_zero(w, s):
+    return sum(s[:, j:j + 1] * torch.roll(w, j, dims=-1) for j in range(s.shape[-1]))
+
+
+@pytest.mark.parametrize("fn, words", [
+    (lambda w, s: ref.shift(w, torch.softmax(s, -1)), r"applied a softmax to s"),
+    (_shift_zeros_accumulator, r"float64 weightings returned torch.float32.*zeros_like"),
+    (_shift_column_without_axis, r"value per example of shape \(B,\).*s\[:, j:j \+ 1\]"),
+    (_shift_from_zero, r"shifts run 0..2R instead of -R..R"),
+])
+def test_shift_slips(fn, words):
+    named(check.shift, fn, words)
+
+
+def _sharpen_no_keepdim(w, gamma):
+    w = w ** gamma
+    return w / w.sum(-1)
+
+
+def _sharpen_square_root(w, gamma):              # any power below 1 flattens
+    w = w ** 0.5
+    return w / w.sum(-1, keepdim=True)
+
+
+@pytest.mark.parametrize("fn, words", [
+    (_sharpen_no_keepdim, r"value per example of shape \(B,\).*keepdim=True"),
+    (lambda w, gamma: torch.softmax(w ** gamma, -1), r"softmax of w\*\*gamma"),
+    (lambda w, gamma: ref.sharpen(w, 1 / gamma), r"power 1 / gamma"),
+    (_sharpen_square_root, r"lowered the largest weight"),
+])
+def test_sharpen_slips(fn, words):
+    named(check.sharpen, fn, words)
+
+
+def _heads_split(raw, M, S, sizes, order=("k", "beta", "g", "s", "gamma"), dim=-1):
+    parts = dict(zip(order, torch.split(raw, sizes, dim=dim)))
+    return (parts["k"], F.softplus(parts["beta"]), torch.sigmoid(parts["g"]), torch.softmax(parts["s"], -1),
+            1 + F.softplus(parts["gamma"]))
+
+
+def _heads_slice_off_by_one(raw, M, S):
+    k, beta, g, s, gamma = ref.head_parameters(raw, M, S)
+    return k, beta, g, torch.softmax(raw[..., M + 1:M + 1 + S], -1), gamma
+
+
+def _heads_slices_fixed_three(raw, M, S):
+    k, beta, g, _, gamma = ref.head_parameters(raw, M, S)
+    return k, beta, g, torch.softmax(raw[..., M + 2:M + 5], -1), gamma
+
+
+@pytest.mark.parametrize("fn, words", [
+    (lambda raw, M, S: _heads(raw, M, S, gamma_fn=lambda x: F.softplus(1 + x)), r"softplus\(1 \+ x\)"),
+    (lambda raw, M, S: _heads(raw, M, S, g_fn=torch.tanh), r"g uses tanh"),
+    (lambda raw, M, S: _heads_split(raw, M, S, [M, 1, 1, 1, S], order=("k", "beta", "g", "gamma", "s")),
+     r"s comes from entries \d+..\d+ of raw's last axis"),
+    (_heads_slice_off_by_one, r"s comes from entries \d+..\d+ of raw's last axis"),
+    (lambda raw, M, S: _heads_split(raw, M, S, [M, 1, 1, 3, 1]), r"split sizes .* num_shifts"),
+    (_heads_slices_fixed_three, r"s has 3 entries where num_shifts = 5"),
+    (lambda raw, M, S: _heads_split(raw, M, S, [M, 1, 1, S, 1], dim=1), r"split raw along dim 1.*LAST axis"),
+])
+def test_head_parameters_slips(fn, words):
+    named(check.head_parameters, fn, words)

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from course_utils import pointer as ref
 from course_utils.checks import lesson06 as check
 from course_utils.checks.core import ExerciseError
-from tests.checking import not_implemented, prints_not_implemented
+from tests.checking import named, not_implemented, prints_not_implemented
 
 pytestmark = pytest.mark.usefixtures("any_seed_offset")   # every test under every seed offset
 
@@ -28,6 +28,24 @@ def test_pointer_scores_reference_passes():
 def test_pointer_scores_mistakes(wrong, symptom):
     with pytest.raises(ExerciseError, match=symptom):
         check.pointer_scores(wrong)
+
+
+def _repeated_s(h, s, W_h, W_s, v):
+    B, T, _ = h.shape
+    return torch.tanh(h @ W_h + (s @ W_s).repeat(T, 1).reshape(B, T, -1)) @ v   # mistake: examples mixed
+
+
+@pytest.mark.parametrize("wrong, symptom", [
+    (lambda h, s, W_h, W_s, v: torch.tanh(h @ W_h + s @ W_s) @ v, r"(?s)not broadcast over the positions.*PyTorch"),
+    (lambda h, s, W_h, W_s, v: torch.tanh(h @ W_h + (s @ W_s).unsqueeze(0)) @ v, "not broadcast over the positions"),
+    (lambda h, s, W_h, W_s, v: torch.tanh(h @ W_h + s.unsqueeze(1)) @ v, "W_s is missing"),
+    (lambda h, s, W_h, W_s, v: torch.tanh(h + (s @ W_s).unsqueeze(1)) @ v, "W_h is missing"),
+    (_repeated_s, "decoder state s of ANOTHER example"),
+    (lambda h, s, W_h, W_s, v: torch.tanh(h @ W_h + (s @ W_s).flip(0).unsqueeze(1)) @ v,
+     "decoder state s of ANOTHER example"),
+])
+def test_pointer_scores_broadcast_and_projection_mistakes_are_named(wrong, symptom):
+    named(check.pointer_scores, wrong, symptom)
 
 
 def test_pointer_scores_not_implemented():
@@ -63,6 +81,36 @@ def _fill_then_softmax(value, dim=-1):
 def test_masked_pointer_softmax_mistakes(wrong, symptom):
     with pytest.raises(ExerciseError, match=symptom):
         check.masked_pointer_softmax(wrong)
+
+
+def _inverted_unguarded(scores, mask):
+    weights = torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)   # NaN where mask is all True
+    return weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+
+
+def _renormalised_over_batch(scores, mask):
+    e = torch.softmax(scores, dim=-1) * mask
+    return e / e.sum(dim=0, keepdim=True).clamp_min(1e-30)
+
+
+def _exp_without_max(scores, mask):
+    e = torch.where(mask, scores.exp(), torch.zeros_like(scores))
+    return e / e.sum(dim=-1, keepdim=True).clamp_min(1e-30)
+
+
+def _exp_without_max_underflow(scores, mask):
+    e = torch.where(mask, scores.exp(), torch.zeros_like(scores))
+    return torch.nan_to_num(e / e.sum(dim=-1, keepdim=True), posinf=0.0)
+
+
+@pytest.mark.parametrize("wrong, symptom", [
+    (_inverted_unguarded, "the mask is inverted"),
+    (_renormalised_over_batch, r"normalised over the batch axis \(dim=0\)"),
+    (_exp_without_max, r"large scores .* subtract each row's maximum"),
+    (_exp_without_max_underflow, r"large scores .* subtract each row's maximum"),
+])
+def test_masked_pointer_softmax_batch_inversion_and_overflow_are_named(wrong, symptom):
+    named(check.masked_pointer_softmax, wrong, symptom)
 
 
 def test_masked_pointer_softmax_not_implemented():
@@ -132,6 +180,33 @@ def step_masks_columns(model, h, state, inp, mask):
 def test_decode_step_mistakes(wrong, symptom):
     with pytest.raises(ExerciseError, match=symptom):
         check.decode_step(wrong)
+
+
+def _step_with(decoder_state):
+    def step(model, h, state, inp, mask):
+        s, c = model.decoder(inp, *decoder_state(state))
+        weights = model.pointer(h, s, mask)
+        j = weights.argmax(dim=-1)
+        return weights, j, mask & ~F.one_hot(j, mask.shape[-1]).bool(), (s, c)
+    return step
+
+
+def step_argmax_over_batch(model, h, state, inp, mask):
+    s, c = model.decoder(inp, state)
+    weights = model.pointer(h, s, mask)
+    j = weights.argmax(dim=0)                                   # mistake: (T,) positions of the batch axis
+    new_mask = mask.clone()
+    new_mask[torch.arange(len(j)), j] = False
+    return weights, j, new_mask, (s, c)
+
+
+@pytest.mark.parametrize("wrong, symptom", [
+    (_step_with(lambda state: ()), "called without the state"),              # model.decoder(inp)
+    (_step_with(lambda state: (state[::-1],)), r"passed to the decoder cell as \(c, s\)"),
+    (step_argmax_over_batch, r"argmax over the batch axis \(dim=0\)"),
+])
+def test_decode_step_state_and_argmax_mistakes_are_named(wrong, symptom):
+    named(check.decode_step, wrong, symptom)
 
 
 def test_decode_step_reference_passes():

@@ -1,11 +1,13 @@
 """Lesson 08: every check passes the reference and names typical mistakes."""
 import math
 
+import numpy as np
 import pytest
+import torch
 
 from course_utils import attention as ref
 from course_utils.checks import ExerciseError, lesson08
-from tests.checking import not_implemented, prints_not_implemented
+from tests.checking import named, not_implemented, prints_not_implemented
 
 pytestmark = pytest.mark.usefixtures("any_seed_offset")   # every test under every seed offset
 
@@ -141,3 +143,164 @@ def test_merge_heads_is_checked_on_its_own(capsys):
     capsys.readouterr()
     exec(merge_check, namespace)
     assert "✔" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The families of mistakes named by planted variants, crash patterns and the rearranged-values test
+# ---------------------------------------------------------------------------------------------------------------
+NOTEBOOK_D_MODEL, NOTEBOOK_NUM_HEADS = 12, 3          # the notebook's running example, read by mistake
+
+
+def split_float(x, h):
+    B, T, d_model = x.shape
+    return x.view(B, T, h, d_model / h).transpose(1, 2)
+
+
+def split_notebook_sizes(x, h):
+    B, T, _ = x.shape
+    return x.view(B, T, h, NOTEBOOK_D_MODEL // h).transpose(1, 2)
+
+
+def split_chunks_float(x, h):
+    d_head = x.size(-1) / h
+    return torch.stack([x[..., int(i * d_head):int((i + 1) * d_head)] for i in range(h)], dim=1)[:, :, :, :d_head]
+
+
+@pytest.mark.parametrize("mistake, symptom", [
+    (lambda x, h: x.transpose(1, 2).reshape(x.size(0), h, x.size(1), -1), r"transposed to \(B, d_model, T\) before"),
+    (split_float, "a size is a float.*d_model // num_heads"),
+    (split_chunks_float, "a size is a float"),
+    (split_notebook_sizes, "does not fit the tensor.*from x itself.*notebook's variables"),
+    (lambda x, h: ref.split_heads(x, h).flip(2), "holds the numbers of x, but in the wrong places"),
+    (lambda x, h: ref.split_heads(x, h)[..., torch.arange(x.size(-1) // h).roll(1)],
+     "holds the numbers of x, but in the wrong places"),
+])
+def test_split_heads_named_families(mistake, symptom):
+    named(lesson08.split_heads, mistake, symptom)
+
+
+def merge_notebook_heads(x):
+    B, _, T, d_head = x.shape
+    return x.transpose(1, 2).reshape(B, T, NOTEBOOK_NUM_HEADS * d_head)
+
+
+@pytest.mark.parametrize("mistake, symptom", [
+    (lambda x: x.transpose(1, 2).view(x.size(0), x.size(2), -1), "`.view` cannot merge.*reshape"),
+    (lambda x: x.transpose(-1, -2).reshape(x.size(0), x.size(2), -1), r"last two axes \(T, d_head\) are transposed"),
+    (merge_notebook_heads, "does not fit the tensor.*from x itself.*notebook's variables"),
+    (lambda x: ref.merge_heads(x).flip(1), "holds the numbers of x, but in the wrong places"),
+    (lambda x: x.transpose(1, 2).reshape(x.size(0), x.size(2), x.size(3), x.size(1)).transpose(-1, -2)
+     .reshape(x.size(0), x.size(2), -1), "holds the numbers of x, but in the wrong places"),
+])
+def test_merge_heads_named_families(mistake, symptom):
+    named(lesson08.merge_heads, mistake, symptom)
+
+
+def make_role_mha(k_w="w_k", v_w="w_v", k_from="key", v_from="value"):
+    """A layer or an input in another's role: the keys (values) projected with `k_w` (`v_w`) from `k_from`
+    (`v_from`)."""
+    class MHA(Reference):
+        def forward(self, query, key, value, mask=None):
+            inputs = {"query": query, "key": key, "value": value}
+            q = ref.split_heads(self.w_q(query), self.num_heads)
+            k = ref.split_heads(getattr(self, k_w)(inputs[k_from]), self.num_heads)
+            v = ref.split_heads(getattr(self, v_w)(inputs[v_from]), self.num_heads)
+            out, self.attn_weights = ref.scaled_dot_product_attention(q, k, v, mask, need_weights=True)
+            return self.w_o(ref.merge_heads(out))
+    return MHA
+
+
+@pytest.mark.parametrize("kwargs, symptom", [
+    (dict(v_w="w_k"), "values are projected with w_k"),
+    (dict(v_w="w_q"), "values are projected with w_q"),
+    (dict(k_w="w_q"), "keys are projected with w_q"),
+    (dict(k_w="w_v"), "keys are projected with w_v"),
+    (dict(k_from="query"), "keys are computed from the query"),
+    (dict(v_from="query"), "values are computed from the query"),
+    (dict(k_from="query", v_from="query"), "keys and values are computed from the query"),
+    (dict(v_from="key"), "values are computed from the key"),
+    (dict(k_from="value"), "keys are computed from the value"),
+])
+def test_multi_head_attention_roles_named(kwargs, symptom):
+    named(lesson08.multi_head_attention, make_role_mha(**kwargs), symptom)
+
+
+class KeysFromQueryWhenLonger(Reference):
+    """The keys from the query whenever the lengths differ: the course's attention raises on k and v."""
+
+    def forward(self, query, key, value, mask=None):
+        source = query if key.size(1) != query.size(1) else key
+        q, k, v = (ref.split_heads(w(t), self.num_heads) for w, t in ((self.w_q, query), (self.w_k, source),
+                                                                      (self.w_v, value)))
+        out, self.attn_weights = ref.scaled_dot_product_attention(q, k, v, mask, need_weights=True)
+        return self.w_o(ref.merge_heads(out))
+
+
+class OneHead(Reference):
+    def forward(self, query, key, value, mask=None):
+        out, self.attn_weights = ref.scaled_dot_product_attention(self.w_q(query), self.w_k(key), self.w_v(value),
+                                                                  mask, need_weights=True)
+        return self.w_o(out)
+
+
+class DHeadHeads(Reference):
+    def forward(self, query, key, value, mask=None):
+        q, k, v = (ref.split_heads(w(t), self.d_head) for w, t in ((self.w_q, query), (self.w_k, key),
+                                                                   (self.w_v, value)))
+        out, self.attn_weights = ref.scaled_dot_product_attention(q, k, v, mask, need_weights=True)
+        return self.w_o(ref.merge_heads(out))
+
+
+class ScaledTwice(Reference):
+    def forward(self, query, key, value, mask=None):
+        q = ref.split_heads(self.w_q(query), self.num_heads) / math.sqrt(self.d_head)
+        k, v = (ref.split_heads(w(t), self.num_heads) for w, t in ((self.w_k, key), (self.w_v, value)))
+        out, self.attn_weights = ref.scaled_dot_product_attention(q, k, v, mask, need_weights=True)
+        return self.w_o(ref.merge_heads(out))
+
+
+class ViewAfterTranspose(Reference):
+    def forward(self, query, key, value, mask=None):
+        q, k, v = (ref.split_heads(w(t), self.num_heads) for w, t in ((self.w_q, query), (self.w_k, key),
+                                                                      (self.w_v, value)))
+        out, self.attn_weights = ref.scaled_dot_product_attention(q, k, v, mask, need_weights=True)
+        return self.w_o(out.transpose(1, 2).view(query.size(0), query.size(1), -1))
+
+
+@pytest.mark.parametrize("cls, symptom", [
+    (KeysFromQueryWhenLonger, "keys and the values have different lengths.*self.w_k\\(key\\)"),
+    (OneHead, "heads are never split"),
+    (DHeadHeads, "split into d_head = \\d+ heads of num_heads = \\d+ features"),
+    (ScaledTwice, "scaled twice"),
+    (make_mha(split="view", merge="reshape"), "split and merged with reshapes alone"),
+    (ViewAfterTranspose, "`.view` cannot merge"),
+])
+def test_multi_head_attention_named_families(cls, symptom):
+    named(lesson08.multi_head_attention, cls, symptom)
+
+
+def pe_exp_log_no_minus(max_len, d_model):
+    """float32, with exp and log: the angles pos * 10000^(2i/d) reach 10^5, and their rounding with them."""
+    pos = torch.arange(max_len, dtype=torch.float32)[:, None]
+    div_term = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (math.log(10000.0) / d_model))
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(pos * div_term), torch.cos(pos * div_term)
+    return pe
+
+
+def pe_numpy(max_len, d_model):
+    return ref.sinusoidal_positional_encoding(max_len, d_model).double().numpy()
+
+
+@pytest.mark.parametrize("answer, symptom", [
+    (lambda max_len, d_model: lesson08._pe(max_len, d_model, "double").float(), "exponent is doubled"),
+    (pe_exp_log_no_minus, "position is multiplied by 10000"),
+    (lambda max_len, d_model: ref.sinusoidal_positional_encoding(max_len, d_model).double(),
+     "returned float64: return a float32 torch tensor"),
+    (pe_numpy, "returned a numpy.ndarray: return a float32 torch tensor"),
+    (lambda max_len, d_model: ref.sinusoidal_positional_encoding(max_len, d_model).numpy().astype(np.float32),
+     "returned a numpy.ndarray"),
+    (lambda max_len, d_model: torch.zeros(max_len, d_model / 2).repeat(1, 2), "a size is a float"),
+])
+def test_positional_encoding_named_families(answer, symptom):
+    named(lesson08.positional_encoding, answer, symptom)

@@ -89,6 +89,14 @@ def _scores(prev_kind=None, ind_kind=None):
     ("prev_second", None, "second copy only"),
     ("prev_swapped", "ind_swapped", "queries and keys are swapped"),
     (None, "ind_swapped", "queries and keys are swapped"),
+    ("prev_block", None, "a whole block of weights"),
+    (None, "ind_block", "a whole block of weights"),
+    ("prev_short", None, "previous-token score leaves out the last query"),
+    (None, "ind_short", "induction score leaves out the last query"),
+    ("prev_batch", None, "averaged over the batch as well"),
+    (None, "ind_batch", "averaged over the batch as well"),
+    (None, "ind_heads", "averaged over the heads as well"),
+    (None, "ind_early", "induction queries are one position early"),
 ])
 def test_score_mistakes(prev_kind, ind_kind, words):
     named(check.head_scores, _scores(prev_kind, ind_kind), words)
@@ -181,8 +189,54 @@ def ablation_hook_not_removed(model, tokens, layer, head, L):
     return _second(model, tokens, L) - clean
 
 
+def _zeroing(lo_hi):
+    """The ablation with a pre-hook that zeroes features lo_hi(head, d_head) of W_O's input."""
+    def answer(model, tokens, layer, head, L):
+        clean = _second(model, tokens, L)
+        attn = model.layers[layer].attn
+        lo, hi = lo_hi(head, attn.d_head)
+
+        def zero(module, args):
+            z = args[0].clone()
+            z[..., lo:hi] = 0
+            return (z,)
+        handle = attn.out_proj.register_forward_pre_hook(zero)
+        try:
+            return _second(model, tokens, L) - clean
+        finally:
+            handle.remove()
+    return answer
+
+
+def ablation_unshifted(model, tokens, layer, head, L):
+    def loss():
+        logits = model(tokens)
+        return torch.nn.functional.cross_entropy(logits.transpose(1, 2), tokens, reduction="none")[:, L:2 * L - 1]
+
+    with torch.no_grad():
+        clean = loss().mean()
+        with induction.ablate_heads(model, [(layer, head)]):
+            return float(loss().mean() - clean)
+
+
+def ablation_in_eval_mode(model, tokens, layer, head, L):
+    model.eval()
+    return induction.ablation_effect(model, tokens, layer, head, L)
+
+
+def ablation_in_training_mode(model, tokens, layer, head, L):
+    result = induction.ablation_effect(model, tokens, layer, head, L)
+    model.train()
+    return result
+
+
 @pytest.mark.parametrize("answer, words", [
     (ablation_sign, "sign is reversed"),
+    (_zeroing(lambda j, d: (j, j + d)), "slice of W_O's input is wrong"),
+    (_zeroing(lambda j, d: (j * d, j + 1 * d)), "slice of W_O's input is wrong"),
+    (ablation_unshifted, "the loss is not shifted"),
+    (ablation_in_eval_mode, "left the model in eval mode"),
+    (ablation_in_training_mode, "left the model in training mode"),
     (ablation_without_subtracting, "how much it RISES"),
     (ablation_over_the_whole_sequence, "averaged over the whole sequence"),
     (ablation_with_the_first_token, "includes its first token"),
@@ -246,6 +300,14 @@ def test_sink_cache_in_the_wrong_order():
     ("first", "only the first head"),
     ("last", "last layer's"),
     ("first_layer", "first layer's"),
+    ("first_raw", "the first layer has no residual"),
+    ("skip_first", "the first layer is left out"),
+    ("skip_last", "the last layer is left out"),
+    ("columns", "columns of Ã are renormalised instead of its rows"),
+    ("half_attention", "not weighted equally"),
+    ("half_identity", "not weighted equally"),
+    ("elementwise", "element by element"),
+    ("no_renorm", "rows of Ã = 0.5·I \\+ 0.5·A are not renormalised"),
 ])
 def test_rollout_mistakes(kind, words):
     named(check.attention_rollout, lambda maps: check._rollout_variant(maps, kind), words)

@@ -6,6 +6,7 @@
     ev.expect_close(out, ref.softmax(x), "softmax(x)", mistakes={...})
     ev.modified                                       # the inputs the function changed in place: ["x"]
     out, elements, shape = ev.call_measured(answer, q, k, v)   # the same call, and its largest tensor (measure.py)
+    out = call_naming(ev, [(regex, symptom), ...], answer, x)  # the same call, its typical crashes named
 
 A check receives its `Evaluation` as its first argument and passes it along to whatever needs the seeds,
 the learner's calls or the reference; nothing is kept anywhere else, so two evaluations (a check run inside
@@ -13,6 +14,7 @@ another, or the grader judging several answers) never see each other's inputs, c
 """
 import functools
 import os
+import re
 import traceback
 from typing import NamedTuple
 
@@ -110,3 +112,25 @@ def describe(x):
         return f"{type(x).__name__} of shape {tuple(x.shape)} ({x.dtype})"
     text = repr(x)
     return text if len(text) < 40 else text[:37] + "..."
+
+
+RAISED = "your function raised "
+
+
+def call_naming(ev: Evaluation, errors, answer, *args, **kwargs):
+    """`ev.call(answer, ...)`, with the crashes listed in `errors` named: a typical mistake that makes torch (or
+    NumPy) raise gets the words of its mistake, torch's first line after them. `errors` is [(regex searched in
+    the error and the learner's lines, message or a function of the match giving a message or None)]."""
+    try:
+        return ev.call(answer, *args, **kwargs)
+    except ExerciseError as error:
+        text = str(error)
+        if not text.startswith(RAISED):
+            raise
+        for pattern, message in errors:
+            match = re.search(pattern, text)
+            message = message(match) if match and callable(message) else message
+            if match and message:
+                raised = text[len(RAISED):].partition("\n")[0]
+                raise ExerciseError(f"{message} (torch said: {raised[:200]})") from None
+        raise

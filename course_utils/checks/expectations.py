@@ -31,7 +31,32 @@ def expect_shape(x, shape, what):
     if not ok and len(got) == len(shape) >= 2 and got == tuple(shape)[:-2] + tuple(shape)[-2:][::-1]:
         raise ExerciseError(f"{what} has shape {got}, expected {tuple(shape)}: the last two axes are swapped "
                             "(a transposed matrix?).")
-    expect(ok, f"{what} has shape {got}, expected {tuple(shape)}.")
+    expect(ok, f"{what} has shape {got}, expected {tuple(shape)}.{shape_hint(got, shape)}")
+
+
+def shape_hint(got, shape):
+    """What a wrong shape most often comes from, as a sentence (with a leading space), or "": one axis of another
+    size (off by one, or reduced along the wrong axis), an axis of size 1 dropped or added."""
+    got, shape = tuple(got), tuple(shape)
+    if len(got) == len(shape):
+        wrong = [i for i, (g, e) in enumerate(zip(got, shape)) if e is not None and g != e]
+        if len(wrong) == 1:
+            return (f" Only axis {wrong[0]} is wrong ({got[wrong[0]]}, expected {shape[wrong[0]]}): a slice or a "
+                    "range off by one, or a sum, a mean or a concatenation along another axis than the one meant?")
+        return ""
+    for i in range(len(shape) + 1):          # got is shape with one axis of size 1 inserted at i
+        if len(got) == len(shape) + 1 and got[i] == 1 and _fits(got[:i] + got[i + 1:], shape):
+            return (f" It has an extra axis of size 1 (axis {i}): keepdim=True, an unsqueeze or a (n, 1) column "
+                    "left in? Remove it (squeeze with that axis named).")
+    for i in range(len(got) + 1):            # shape has an axis of size 1 at i that got lost
+        if len(shape) == len(got) + 1 and shape[i] == 1 and _fits(got, shape[:i] + shape[i + 1:]):
+            return (f" The axis of size 1 at position {i} is missing: squeeze() without an axis drops EVERY axis of "
+                    "size 1 (the batch too when B = 1); name the axis, or keep it with keepdim=True.")
+    return ""
+
+
+def _fits(got, shape):
+    return len(got) == len(shape) and all(e is None or e == g for e, g in zip(shape, got))
 
 
 def expect_finite(x, what, hint=""):
@@ -59,7 +84,7 @@ def expect_close(actual, expected, what, mistakes=None, atol=1e-5, rtol=1e-4, hi
             if _close(a, to_numpy(wrong).astype(a.dtype, copy=False), atol, rtol):
                 raise ExerciseError(symptom)
         raise ExerciseError(generic_symptom(a, e, what, atol, rtol, dtype)
-                            or f"{what} has shape {a.shape}, expected {e.shape}.")
+                            or f"{what} has shape {a.shape}, expected {e.shape}.{shape_hint(a.shape, e.shape)}")
     if not np.all(np.isfinite(a)) and np.all(np.isfinite(e)):
         finite = np.isfinite(a)
         candidates = [(symptom, to_numpy(wrong)) for symptom, wrong in (mistakes or {}).items()]

@@ -1,6 +1,6 @@
-"""Checks for lesson 02: the seq2seq encoder-decoder (encoder forward, one decoder step, the loss)."""
+"""Checks for lesson 02: the seq2seq encoder-decoder (encoder forward, one decoder step, the loss).
+Their typical mistakes (named crashes, wrong losses, a cut gradient) are in lesson02_mistakes.py."""
 import torch
-import torch.nn.functional as F
 
 from .. import recurrent as ref
 from ..data.sequences import PAD_ID
@@ -12,16 +12,30 @@ from .core import (
     single_threaded,
 )
 from .evaluation import Evaluation
+from .lesson02_mistakes import (
+    DECODER_ERRORS,
+    ENCODER_ERRORS,
+    LOSS_ERRORS,
+    LOSS_NO_GRAD,
+    call_naming,
+    decoder_gradients,
+    loss_mistakes,
+    time_major_states,
+)
 
 VOCAB = 13
 
 
-def _tokens(g, lengths, extra=0):
-    """Random ids (3..VOCAB-1) padded with PAD_ID to the longest length (+ `extra` columns): (B, S), lengths."""
+def _tokens(g, lengths, extra=0, pad_id=PAD_ID):
+    """Random ids padded with pad_id to the longest length (+ `extra` columns): (B, S), lengths. With PAD_ID the
+    ids are 3..VOCAB-1; with another pad_id they are any id but pad_id, and the first one is 0 (a real token)."""
     S = max(lengths) + extra
-    src = torch.full((len(lengths), S), PAD_ID, dtype=torch.long)
+    src = torch.full((len(lengths), S), pad_id, dtype=torch.long)
+    ids = torch.arange(3, VOCAB) if pad_id == PAD_ID else torch.tensor([i for i in range(VOCAB) if i != pad_id])
     for i, n in enumerate(lengths):
-        src[i, :n] = torch.as_tensor(g.integers(3, VOCAB, size=n))
+        src[i, :n] = ids[torch.as_tensor(g.integers(0, len(ids), size=n))]
+    if pad_id != PAD_ID:
+        src[0, 0] = 0
     return src, torch.tensor(lengths)
 
 
@@ -48,13 +62,17 @@ def encoder_forward(ev: Evaluation, answer):
         B, S = src.shape
         with torch.no_grad():
             h_ref, s_ref = encoder(src, lens)
-            h, s = expect_returns(ev.call(answer, encoder, src, lens.clone()), (h_ref, s_ref), ("h", "s"))
+            h, s = expect_returns(call_naming(ev, ENCODER_ERRORS, answer, encoder, src, lens.clone()),
+                                  (h_ref, s_ref), ("h", "s"))
             unpacked, _ = encoder.gru(encoder.embedding(src))        # ran over the padding too
+            time_major = time_major_states(encoder, src)
         rows = torch.arange(B)
         expect_shape(h, (B, S, 8), "h")
         keep = (src != PAD_ID)[..., None]
         ev.expect_close(h * keep, h_ref, f"h at the real tokens (lengths {lengths}); positions past "
-                        "each length are not checked")
+                        "each length are not checked", mistakes={
+            "the GRU ran along the batch axis: it is batch_first, so it reads (B, S, d_emb) as it comes from "
+            "the embedding; do not transpose the input to (S, B, d_emb)": time_major * keep})
         ev.expect_close(s, s_ref, f"the final state s (lengths {lengths})", mistakes={
             "s is the GRU's output at the last column, which is padding for the shorter sequences: "
             "take each sequence's state at its last real token (index lengths - 1), or pack the batch "
@@ -83,8 +101,8 @@ def decoder_step(ev: Evaluation, answer):
         s_prev = torch.as_tensor(g.normal(size=(B, 8)), dtype=torch.float32)
         with torch.no_grad():
             logits_ref, s_ref = decoder.step(y_prev, s_prev)
-            logits, s = expect_returns(ev.call(answer, decoder, y_prev, s_prev.clone()), (logits_ref, s_ref),
-                                       ("logits", "s"))
+            logits, s = expect_returns(call_naming(ev, DECODER_ERRORS, answer, decoder, y_prev, s_prev.clone()),
+                                       (logits_ref, s_ref), ("logits", "s"))
             x = decoder.embedding(y_prev)[:, None, :]
             ev.expect_close(s, s_ref, f"the new state s (B={B})", mistakes={
                 "s is the previous state: return the state the GRU computes from y_prev and s_prev":
@@ -107,43 +125,31 @@ def decoder_step(ev: Evaluation, answer):
                 "shape (B, vocab), e.g. decoder.out(s) with s of shape (B, d_hidden)": logits_ref[:, None],
             })
         tests += 1
-    return tests
+    decoder_gradients(ev, answer, decoder, y_prev, s_prev)       # no detach: training goes back through s_prev
+    return tests + 1
 
 
 @exercise("teacher-forced loss", reference=ref.sequence_loss)
 @single_threaded
 def sequence_loss(ev: Evaluation, answer):
-    """answer(logits (B, T, V), tgt_out (B, T), pad_id) -> mean cross-entropy over the real tokens."""
+    """answer(logits (B, T, V), tgt_out (B, T), pad_id) -> mean cross-entropy over the real tokens. The last
+    batch pads with another id than 0, where 0 is a real token: the loss must use its argument pad_id."""
     tests = 0
-    for seed, lengths in enumerate([[5, 2, 4], [3, 3], [6, 1, 2, 6]]):
+    for seed, (lengths, pad_id) in enumerate([([5, 2, 4], PAD_ID), ([3, 3], PAD_ID), ([6, 1, 2, 6], PAD_ID),
+                                              ([4, 6, 3], 4)]):
         g = ev.rng(seed)
-        tgt_out, _ = _tokens(g, lengths)
+        tgt_out, _ = _tokens(g, lengths, pad_id=pad_id)
         logits = torch.as_tensor(g.normal(size=(*tgt_out.shape, VOCAB)) * 2, dtype=torch.float32)
-        loss = ev.call(answer, logits, tgt_out.clone(), PAD_ID)
+        logits.requires_grad_()                                              # the loss must reach them
+        loss = call_naming(ev, LOSS_ERRORS, answer, logits, tgt_out.clone(), pad_id)
         expect(isinstance(loss, torch.Tensor), f"return the loss as a torch tensor (for .backward()), "
                                                f"got {type(loss).__name__}.")
         expect(loss.dim() == 0 or loss.numel() == 1, f"the loss should be one number (a scalar "
                                                      f"tensor), got shape {tuple(loss.shape)}: average it.")
-        flat_logits, flat = logits.reshape(-1, VOCAB), tgt_out.reshape(-1)
-        per_token = F.cross_entropy(flat_logits, flat, reduction="none").reshape(tgt_out.shape)
-        real = (tgt_out != PAD_ID).float()
-        ev.expect_close(loss.reshape(()), ref.sequence_loss(logits, tgt_out, PAD_ID),
-                        f"the loss (target lengths {lengths})", mistakes={
-            "the padding positions count in the loss: ignore targets equal to pad_id "
-            "(ignore_index=pad_id), so that every real token weighs the same":
-                F.cross_entropy(flat_logits, flat),
-            "the loss is divided by every position, padding included: the padding adds 0 to the sum but "
-            "counts in the mean; divide by the number of REAL tokens (ignore_index=pad_id does it)":
-                (per_token * real).mean(),
-            "the loss is a sum: average over the real tokens (a sum grows with batch size and length)":
-                (per_token * real).sum(),
-            "the loss averages each sequence first: average over all real tokens of the batch at once, "
-            "so that a long sequence counts as much as its tokens":
-                ((per_token * real).sum(1) / real.sum(1)).mean(),
-            "you applied a softmax before F.cross_entropy: it takes the logits (it applies log-softmax "
-            "itself)": F.cross_entropy(torch.softmax(flat_logits, -1), flat, ignore_index=PAD_ID),
-            "the loss is the mean negative logit, without the log-softmax: use F.cross_entropy on "
-            "the logits": -(logits.gather(-1, tgt_out[..., None])[..., 0] * real).sum() / real.sum(),
-        })
+        with torch.no_grad():
+            expected = ref.sequence_loss(logits, tgt_out, pad_id)
+        ev.expect_close(loss.reshape(()), expected, f"the loss (target lengths {lengths}, pad_id = {pad_id})",
+                        mistakes=loss_mistakes(logits, tgt_out, pad_id))
+        expect(loss.requires_grad, LOSS_NO_GRAD)
         tests += 1
     return tests

@@ -1,11 +1,15 @@
 """Checks for lesson 03: Bahdanau attention (bidirectional states, additive score, masked softmax,
-context vector, attention decoder step), defined in the lesson's order."""
+context vector, attention decoder step), defined in the lesson's order; the slips named beyond a listed value
+(crashes, a batch that mixes, large scores) are in lesson03_mistakes.py."""
+import functools
+
 import torch
 
 from .. import recurrent
 from .. import scores as ref
 from .core import (
     exercise,
+    expect,
     expect_distribution,
     expect_returns,
     expect_shape,
@@ -13,6 +17,19 @@ from .core import (
     single_threaded,
 )
 from .evaluation import Evaluation
+from .expectations import explained
+from .lesson03_mistakes import (
+    LUONG,
+    OVERFLOW,
+    UNDERFLOW,
+    call_naming,
+    h_mistakes,
+    index_errors,
+    large_scores,
+    matmul_errors,
+    mixes_sequences,
+    other_axes,
+)
 
 
 def random_mask(g, B, T, lengths=None):
@@ -36,8 +53,8 @@ def bidirectional_states(ev: Evaluation, answer):
         g = ev.rng(seed)
         h_fwd, h_bwd, lens = _padded(g, lengths, d), _padded(g, lengths, d), torch.tensor(lengths)
         h_ref, final_ref = recurrent.bidirectional_states(h_fwd, h_bwd, lens)
-        h, final = expect_returns(ev.call(answer, h_fwd.clone(), h_bwd.clone(), lens.clone()), (h_ref, final_ref),
-                                  ("h", "final"))
+        result = call_naming(ev, index_errors(max(lengths)), answer, h_fwd, h_bwd, lens)
+        h, final = expect_returns(result, (h_ref, final_ref), ("h", "final"))
         concatenate = "concatenate them along the features: torch.cat([h_fwd, h_bwd], dim=-1), shape (B, S, 2d)"
         ev.expect_close(h, h_ref, f"h (lengths {lengths}, d={d})", mistakes={
             "the directions are swapped: h_i = [forward h_i; backward h_i], the forward states first":
@@ -49,6 +66,7 @@ def bidirectional_states(ev: Evaluation, answer):
             f"you stacked the two directions on a new first axis: {concatenate}": torch.stack([h_fwd, h_bwd]),
             f"you concatenated along the positions (dim=1): {concatenate}": torch.cat([h_fwd, h_bwd], 1),
             f"you concatenated along the batch (dim=0): {concatenate}": torch.cat([h_fwd, h_bwd], 0),
+            **h_mistakes(h_fwd, h_bwd, lens),
         })
         rows, S = torch.arange(len(lengths)), max(lengths)
         fwd_last, fwd_end, fwd_first = h_fwd[rows, lens - 1], h_fwd[:, S - 1], h_fwd[:, 0]
@@ -85,7 +103,7 @@ def additive_score(ev: Evaluation, answer):
         g = ev.rng(seed)
         s, h = randn(g, B, d_s), randn(g, B, T, d_h)
         W_a, v_a = randn(g, d_a, d_s + d_h, scale=0.7), randn(g, d_a)
-        e = ev.call(answer, s, h.clone(), W_a, v_a)
+        e = call_naming(ev, matmul_errors(d_s, d_h, d_a), answer, s, h, W_a, v_a)
         s_rep = s[:, None, :].expand(B, T, d_s)
         hidden = torch.tanh(torch.cat([s_rep, h], -1) @ W_a.T)                 # (B, T, d_a)
         mistakes = {
@@ -99,8 +117,9 @@ def additive_score(ev: Evaluation, answer):
             "e keeps the d_a hidden units: multiply tanh(W_a [s; h_i]) by v_a to get one score per position":
                 hidden,
         }
-        ev.expect_close(e, ref.additive_score(s, h, W_a, v_a), f"e (B={B}, T={T}, d_s={d_s}, d_h={d_h})",
-                        mistakes=mistakes)
+        with explained(functools.partial(mixes_sequences, ev, answer, s, h, W_a, v_a)):
+            ev.expect_close(e, ref.additive_score(s, h, W_a, v_a), f"e (B={B}, T={T}, d_s={d_s}, d_h={d_h})",
+                            mistakes=mistakes)
         tests += 1
     return tests
 
@@ -140,6 +159,7 @@ def masked_softmax(ev: Evaluation, answer):
             "before the softmax": torch.softmax(scores, -1) * mask,
             "softmax over the wrong axis: normalise over the last axis (source positions)":
                 ref.masked_softmax(scores, mask, dim=0),
+            **other_axes(scores, mask),
         }
         if seed != 1:
             del mistakes["a row where every position is masked gives uniform weights: it must give zeros "
@@ -149,19 +169,38 @@ def masked_softmax(ev: Evaluation, answer):
         full = mask.expand(shape).any(-1).numpy()
         expect_distribution(w[full], "the weights of rows with a real position")
         tests += 1
-    return tests
+    g = ev.rng(len(cases))                          # large scores: exp overflows (and underflows) in float32
+    scores = large_scores(g, (3, 6))
+    mask = torch.as_tensor(g.random(size=(3, 6)) < 0.6)
+    mask[..., 0] = True
+    weights = ev.call(answer, scores, mask)
+    expect_shape(weights, (3, 6), "the weights (scores around 100 and -120)")
+    expect(bool(torch.isfinite(torch.as_tensor(weights)).all()), OVERFLOW)
+    expect(bool((torch.as_tensor(weights).sum(-1) > 1e-6).all()), UNDERFLOW)
+    ev.expect_close(weights, ref.masked_softmax(scores, mask), "the weights (scores around 100 and -120)")
+    return tests + 1
 
 
 @exercise("context vector", reference=ref.context_vector)
 def context_vector(ev: Evaluation, answer):
     """answer(weights (B, T), h (B, T, d_h)) -> c (B, d_h) = sum_i alpha_i h_i."""
     tests = 0
-    for seed, (B, T, d) in enumerate([(2, 5, 3), (4, 3, 7), (1, 6, 6)]):
+    for seed, (B, T, d) in enumerate([(2, 5, 3), (4, 3, 7), (1, 6, 6), (3, 4, 5)]):
         g = ev.rng(seed)
         weights = torch.softmax(randn(g, B, T, scale=2.0), -1)
+        zero_row = seed == 3                        # a fully masked source: masked_softmax gives a row of zeros
+        if zero_row:
+            weights[1] = 0.0
         h = randn(g, B, T, d)
-        c = ev.call(answer, weights.clone(), h.clone())
-        ev.expect_close(c, ref.context_vector(weights, h), f"c (B={B}, T={T}, d_h={d})", mistakes={
+        c = ev.call(answer, weights, h)
+        what = f"c (B={B}, T={T}, d_h={d}" + (", a row of zero weights)" if zero_row else ")")
+        ev.expect_close(c, ref.context_vector(weights, h), what, mistakes={
+            "the weights went through a softmax again: they already are the attention weights alpha (a softmax "
+            "of the scores); use them as they are, c = sum_i alpha_i h_i":
+                ref.context_vector(torch.softmax(weights, -1), h),
+            "c is NaN for a row of zero weights (a fully masked source): the weights were divided by their sum, "
+            "0/0; use them as they are, c = sum_i alpha_i h_i (0 for such a row)":
+                ref.context_vector(weights / weights.sum(1, keepdim=True), h),
             "c ignores the weights (a plain mean of h): c = sum_i alpha_i h_i": h.mean(1),
             "c is a mean of alpha_i h_i: SUM over the source positions (the weights already sum to 1)":
                 (weights[..., None] * h).mean(1),
@@ -204,11 +243,13 @@ def attention_decoder_step(ev: Evaluation, answer):
             x = decoder.embedding(y_prev)
             c_ref = ref.context_vector(alpha_ref, h)
             e = decoder.attention.score(s_prev, h)
+            c_new, alpha_new = decoder.attention(s_ref, h, mask)           # attention read after the GRU
             ev.expect_close(alpha, alpha_ref, f"alpha (source lengths {lengths})", mistakes={
                 "alpha gives weight to padding: pass the mask to the attention (True = real token)":
                     torch.softmax(e, -1),
                 "alpha attends to the padding only: the mask is True at real tokens, pass it as it is (not ~mask)":
                     ref.masked_softmax(e, ~mask),
+                LUONG: alpha_new,
             })
             expect_distribution(alpha, "alpha")
             ev.expect_close(s, s_ref, f"the new state s (source lengths {lengths})", mistakes={
@@ -223,6 +264,7 @@ def attention_decoder_step(ev: Evaluation, answer):
                     decoder.out(torch.cat([c_ref, s_ref], -1)),
                 "you returned probabilities: return the logits, without a softmax":
                     torch.softmax(logits_ref, -1),
+                LUONG.replace("; return that alpha_t", ""): decoder.out(torch.cat([s_ref, c_new], -1)),
             })
         tests += 1
     return tests

@@ -21,18 +21,43 @@ from .core import (
     to_numpy,
 )
 from .evaluation import Evaluation
+from .lesson04_mistakes import (
+    RAISED,
+    SIZES_MIXED,
+    additive_mistakes,
+    batch_mixups,
+    cosine_norm_mistakes,
+    position_mistakes,
+    reinforce_mistakes,
+    renamed,
+    weight_mistakes,
+)
 
 
-def _score_tests(ev: Evaluation, answer, reference, configs, draw, mistakes, what):
+def _score_tests(ev: Evaluation, answer, reference, configs, draw, mistakes, what, crashed=None):
     """The loop of every score check: for each config, draw the score function's inputs from the config's
     seed, call the learner's function on them, and compare its scores e (B, T) with the reference's, naming
     the exercise's typical mistakes. draw(g, *config) -> the arguments; mistakes(*arguments) -> {symptom:
-    scores}; what(*arguments) -> how the message names the scores. Returns the number of tests."""
+    scores}; what(*arguments) -> how the message names the scores; crashed(passed, *arguments) -> the symptom
+    of a crash on these arguments after the earlier configs `passed` (their arguments), or None. Returns the
+    number of tests."""
+    passed = []
     for seed, config in enumerate(configs):
         args = draw(ev.rng(seed), *config)
         expected = reference(*args)                                          # (B, T)
-        e = ev.call(answer, *args)                       # (a wrong shape is named by a mistake, or as a shape)
-        ev.expect_close(e, expected, what(*args), mistakes=mistakes(*args))
+        try:
+            e = ev.call(answer, *args)                   # (a wrong shape is named by a mistake, or as a shape)
+        except ExerciseError as error:
+            symptom = crashed(passed, *args) if crashed and str(error).startswith(RAISED) else None
+            if symptom:
+                raise renamed(error, symptom) from None
+            raise
+        found = mistakes(*args)
+        if expected.shape[0] == expected.shape[1]:
+            found[f"{what(*args)} is transposed: (T, B) where (B, T) was asked; keep the batch axis first"] = \
+                expected.T
+        ev.expect_close(e, expected, what(*args), mistakes=found)
+        passed.append(args)
     return len(configs)
 
 
@@ -60,7 +85,7 @@ def cosine_score(ev: Evaluation, answer):
             found["beta is missing: multiply the cosine by the key strength beta"] = ref.cosine_score(s, h, 1.0)
             found["the cosine is divided by beta: beta is a strength, multiply by it"] = \
                 ref.cosine_score(s, h, 1.0) / beta
-        return found
+        return found | cosine_norm_mistakes(s, h, beta) | batch_mixups(lambda s2: ref.cosine_score(s2, h, beta), s)
 
     return _score_tests(ev, answer, ref.cosine_score, [(2, 5, 4, 1.0), (3, 4, 6, 5.0), (1, 7, 3, 2.5)], draw,
                         mistakes, lambda s, h, beta: f"e (d={s.shape[-1]}, beta={beta})")
@@ -74,28 +99,20 @@ def additive_score(ev: Evaluation, answer):
         return s, h, randn(g, d_a, d_s + d_h, scale=0.7), randn(g, d_a)
 
     def mistakes(s, h, W_a, v_a):
-        d_s, d_h, d_a = s.shape[-1], h.shape[-1], W_a.shape[0]
-        W_s, W_h = W_a[:, :d_s], W_a[:, d_s:]
-        inside = (s @ W_s.T)[:, None] + h @ W_h.T                            # (B, T, d_a)
-        found = {
-            "the tanh is missing: e_i = v_a^T tanh(W_s s + W_h h_i)": inside @ v_a,
-            "the tanh is applied after the projection by v_a: e_i = v_a^T tanh(W_s s + W_h h_i), "
-            "tanh first": torch.tanh(inside @ v_a),
-            "v_a is missing: you summed tanh(W_s s + W_h h_i) over its d_a entries; project it with v_a "
-            "(`@ v_a`)": torch.tanh(inside).sum(-1),
-        }
-        if d_s == d_h:
-            found["the blocks of W_a are swapped: its first d_s columns multiply s, the rest multiply h_i"] = \
-                torch.tanh((s @ W_h.T)[:, None] + h @ W_s.T) @ v_a
-        if d_s == d_h == d_a:
-            found["W_s and W_h are used without transposing: W_s s for a batch of rows s is s @ W_s.T"] = \
-                torch.tanh((s @ W_s)[:, None] + h @ W_h) @ v_a
-        return found
+        return additive_mistakes(s, h, W_a, v_a) | batch_mixups(
+            lambda s2: ref.additive_score(s2, h, W_a, v_a), s, "(s @ W_s.T)[:, None, :] + h @ W_h.T")
 
-    # square weights first (d_s = d_h = d_a), so that W_s and W_h used without .T still run and are named
-    return _score_tests(ev, answer, ref.additive_score, [(2, 4, 5, 5, 5), (2, 5, 4, 4, 3), (3, 6, 5, 7, 4),
+    def crashed(passed, s, h, W_a, v_a):
+        d_s, d_h = s.shape[-1], h.shape[-1]
+        if d_s != d_h and any(p[0].shape[-1] == p[1].shape[-1] for p in passed):
+            return SIZES_MIXED.format(d_s=d_s, d_h=d_h)
+        return None
+
+    # square weights first (d_s = d_h = d_a), so that W_s and W_h used without .T still run and are named, and
+    # B = T, so that W_s s added without its T axis still runs (it broadcasts over the wrong axis) and is named
+    return _score_tests(ev, answer, ref.additive_score, [(4, 4, 5, 5, 5), (2, 5, 4, 4, 3), (3, 6, 5, 7, 4),
                                                      (1, 3, 6, 6, 8)], draw, mistakes,
-                        lambda s, h, W_a, v_a: f"e (d_s={s.shape[-1]}, d_h={h.shape[-1]})")
+                        lambda s, h, W_a, v_a: f"e (d_s={s.shape[-1]}, d_h={h.shape[-1]})", crashed)
 
 
 @exercise("location score (Luong)", reference=ref.location_score)
@@ -109,7 +126,10 @@ def location_score(ev: Evaluation, answer):
         found = {
             "you returned weights (a softmax): return the raw scores W_a s; the masked softmax comes later":
                 torch.softmax(full[:, :T], -1),
+            "you returned weights (a softmax over all max_len positions, then cut to T): return the raw scores "
+            "W_a s, first T entries; the masked softmax comes later": torch.softmax(full, -1)[:, :T],
             "the scores keep all max_len positions: keep the first T (one per source position)": full,
+            **batch_mixups(lambda s2: ref.location_score(s2, W_a, T), s, "(s @ W_a.T)[:, :T]"),
         }
         if T < W_a.shape[0]:
             found["the scores are the LAST T entries of W_a s: keep the first T (positions 0..T-1)"] = \
@@ -130,13 +150,13 @@ def general_score(ev: Evaluation, answer):
         return s, h, randn(g, d_s, d_h)
 
     def mistakes(s, h, W_a):
-        if W_a.shape[0] != W_a.shape[1]:
-            return {}
-        return {
-            "W_a is transposed: the score is s^T W_a h_i, with W_a of shape (d_s, d_h)":
-                ref.general_score(s, h, W_a.T),
-            "W_a is missing: the general score is s^T W_a h_i, not the dot product": _dot(s, h),
-        }
+        found = {}
+        if W_a.shape[0] == W_a.shape[1]:
+            found["W_a is transposed: the score is s^T W_a h_i, with W_a of shape (d_s, d_h)"] = \
+                ref.general_score(s, h, W_a.T)
+            found["W_a is missing: the general score is s^T W_a h_i, not the dot product"] = _dot(s, h)
+        return found | batch_mixups(lambda s2: ref.general_score(s2, h, W_a), s,
+                                    "einsum 'bd,de,bte->bt', or `h @ (s @ W_a)[:, :, None]` (a batched matmul)")
 
     return _score_tests(ev, answer, ref.general_score, [(2, 5, 4, 4), (3, 4, 3, 6), (1, 6, 5, 5)], draw, mistakes,
                         lambda s, h, W_a: f"e (d_s={s.shape[-1]}, d_h={h.shape[-1]})")
@@ -156,6 +176,7 @@ def dot_score(ev: Evaluation, answer):
             "the scores are cosine similarities: do not normalise, return s·h_i": ref.cosine_score(s, h),
             "the products are not summed over the features: e_i = sum_k s_k h_ik, shape (B, T)":
                 s[:, None, :] * h,
+            **batch_mixups(lambda s2: _dot(s2, h), s),
         }
 
     return _score_tests(ev, answer, ref.dot_score, [(2, 5, 4), (3, 3, 9), (1, 6, 16)], _draw_s_h, mistakes,
@@ -173,6 +194,7 @@ def scaled_dot_score(ev: Evaluation, answer):
             "the scores are divided by sqrt(T): scale by the vector size d (the last axis), "
             "not by the number of positions": _dot(s, h) / math.sqrt(T),
             "the scores are multiplied by sqrt(d): divide by it": _dot(s, h) * math.sqrt(d),
+            **batch_mixups(lambda s2: _dot(s2, h) / math.sqrt(d), s),
         }
 
     return _score_tests(ev, answer, ref.scaled_dot_score, [(2, 5, 4), (3, 7, 9), (1, 6, 16)], _draw_s_h, mistakes,
@@ -186,69 +208,6 @@ def _reference_local_p(e, mask, s, W_p, v_p, S, D):
     return ref.local_p(e, mask, s, W_p, v_p, S, D)
 
 
-def _position_mistakes(s, W_p, v_p, S):
-    z = torch.tanh(s @ W_p.T) @ v_p                                          # (B,)
-    mistakes = {
-        "p_t is not scaled by S: sigmoid(...) lies in [0, 1]; p_t = S * sigmoid(v_p^T tanh(W_p s_t)) "
-        "lies in [0, S]": torch.sigmoid(z),
-        "the tanh is missing in p_t = S * sigmoid(v_p^T tanh(W_p s_t))": S * torch.sigmoid((s @ W_p.T) @ v_p),
-        "the sigmoid is missing in p_t = S * sigmoid(v_p^T tanh(W_p s_t)): it keeps p_t in [0, S]": S * z,
-        "p_t is rounded: keep it a real number (it is learned by gradient descent); only the window "
-        "test |i - p_t| <= D picks whole positions": (S * torch.sigmoid(z)).round(),
-    }
-    if W_p.shape[0] == W_p.shape[1]:
-        mistakes["W_p is transposed: W_p s_t for a batch of rows s is s @ W_p.T (W_p has shape (d_p, d_s))"] = \
-            S * torch.sigmoid(torch.tanh(s @ W_p) @ v_p)
-    return mistakes
-
-
-def _weight_mistakes(e, mask, p, D):
-    """What the likely mistakes in the window, the softmax and the Gaussian produce."""
-    T = e.shape[-1]
-    distance = torch.arange(T, dtype=e.dtype)[None, :] - p[:, None]        # (B, T)
-    window = distance.abs() <= D
-    keep = window & mask
-    sigma = D / 2
-    gauss = torch.exp(-distance ** 2 / (2 * sigma ** 2))
-    soft = ref.masked_softmax(e, keep)
-
-    def windowed(other):
-        return ref.masked_softmax(e, other & mask) * gauss
-
-    by_max = torch.exp(e - e.masked_fill(~keep, -torch.inf).amax(-1, keepdim=True)) * keep
-    return {
-        "the softmax runs over all positions: take it over the window only (mask the positions with "
-        "|i - p_t| > D), then multiply by the Gaussian": ref.masked_softmax(e, mask) * gauss,
-        "the softmax runs over all positions and is cut to the window afterwards: take the softmax over "
-        "the window only (mask first, then softmax)": ref.masked_softmax(e, mask) * gauss * window,
-        "sigma = D: the Gaussian's width is sigma = D / 2": soft * torch.exp(-distance ** 2 / (2 * D ** 2)),
-        "the Gaussian is exp(-(i - p_t)^2 / (2 sigma^2)): the factor 2 in the denominator is missing":
-            soft * torch.exp(-distance ** 2 / sigma ** 2),
-        "the Gaussian is missing: multiply the window softmax by exp(-(i - p_t)^2 / (2 sigma^2))": soft,
-        "the Gaussian multiplies the scores before the softmax: take the softmax of the scores, then "
-        "multiply the weights by the Gaussian": ref.masked_softmax(e * gauss, keep),
-        "the weights are renormalised after the Gaussian (or the Gaussian went into the scores before the "
-        "softmax): local-p multiplies the window softmax by the Gaussian and stops there, so the weights "
-        "sum to less than 1": soft * gauss / (soft * gauss).sum(-1, keepdim=True),
-        "the window softmax is divided by its largest term instead of the sum of its terms":
-            by_max * gauss,
-        "the mask is ignored: padded positions inside the window get weight; combine the window with the "
-        "mask (window & mask)": ref.masked_softmax(e, window) * gauss,
-        "the window is centred on round(p_t): keep p_t real; the window holds the positions with "
-        "|i - p_t| <= D": windowed((torch.arange(T)[None, :] - p.round()[:, None]).abs() <= D),
-        "the window is centred on int(p_t) (rounded down): keep p_t real; the window holds the positions "
-        "with |i - p_t| <= D": windowed((torch.arange(T)[None, :] - p.floor()[:, None]).abs() <= D),
-        "the window is one position too wide on each side: it holds the positions with |i - p_t| <= D":
-            windowed(distance.abs() <= D + 1),
-        "the window is one position too narrow on each side: it holds the positions with |i - p_t| <= D":
-            windowed(distance.abs() <= D - 1),
-        "the window is the slice [int(p_t) - D : int(p_t) + D], which stops before its end: the window "
-        "holds the positions with |i - p_t| <= D (keep p_t real)":
-            windowed((torch.arange(T)[None, :] >= p.floor()[:, None] - D)
-                     & (torch.arange(T)[None, :] < p.floor()[:, None] + D)),
-    }
-
-
 @exercise("local-p attention: position, window and Gaussian", name="local_p", reference=_reference_local_p)
 def local_p(ev: Evaluation, answer):
     """answer(e (B, T), mask (B, T), s (B, d_s), W_p (d_p, d_s), v_p (d_p,), S (B,), D) -> p (B,), alpha (B, T)."""
@@ -256,8 +215,10 @@ def local_p(ev: Evaluation, answer):
     # (B, T, d_s, d_p, D, lengths): several lengths so that the mask matters, d_p == d_s once so that a
     # transposed W_p still runs, D = 1 / 2 / 3 so that sigma = D and sigma = D / 2 differ
     # The first test places p_t (through S) where every window mistake shows, whatever the seeds: fractional
-    # parts above and below 0.5 (round vs int), and a window that reaches past the padding (mask ignored).
-    configs = [(3, 12, 4, 4, 2, [12, 8, 4], [3.7, 6.2, 2.8]), (3, 12, 5, 5, 2, [12, 9, 6], None),
+    # parts above and below 0.5 (round vs int), a window that reaches past the padding (mask ignored), and a
+    # whole p_t = 5 (its s_t is 0, so sigmoid(0) = 0.5 exactly and S = 10), whose window ends |i - p_t| = D are
+    # in the window (a strict < drops them).
+    configs = [(4, 12, 4, 4, 2, [12, 8, 4, 11], [3.7, 6.2, 2.8, 5.0]), (3, 12, 5, 5, 2, [12, 9, 6], None),
                (4, 10, 4, 6, 3, [10, 10, 7, 5], None), (2, 9, 6, 3, 1, [9, 4], None)]
     for seed, (B, T, d_s, d_p, D, lengths, p_at) in enumerate(configs):
         g = ev.rng(440 + seed)
@@ -267,16 +228,18 @@ def local_p(ev: Evaluation, answer):
         mask = torch.arange(T)[None, :] < lengths[:, None]                  # (B, T), True = real token
         S = (lengths - 1).float()                                          # the last position
         if p_at is not None:                                               # S chosen so that p_t = p_at
-            S = torch.tensor(p_at) / torch.sigmoid(torch.tanh(s @ W_p.T) @ v_p)
+            p_at = torch.tensor(p_at)
+            s[p_at == p_at.round()] = 0.0                                  # a whole p_t, exactly
+            S = p_at / torch.sigmoid(torch.tanh(s @ W_p.T) @ v_p)
         p_ref, alpha_ref = ref.local_p(e, mask, s, W_p, v_p, S, D)
         out = ev.call(answer, e.clone(), mask.clone(), s.clone(), W_p.clone(), v_p.clone(), S.clone(), D)
         p, alpha = expect_returns(out, (p_ref, alpha_ref), ("p", "alpha"))
         expect_shape(p, (B,), f"p (B={B})")
-        ev.expect_close(p, p_ref, f"p (lengths {lengths.tolist()})", mistakes=_position_mistakes(s, W_p, v_p, S))
+        ev.expect_close(p, p_ref, f"p (lengths {lengths.tolist()})", mistakes=position_mistakes(s, W_p, v_p, S, mask))
         expect_shape(alpha, (B, T), f"alpha (B={B}, T={T})")
         try:
             ev.expect_close(alpha, alpha_ref, f"alpha (D={D}, p={[round(x, 2) for x in p_ref.tolist()]})",
-                            mistakes=_weight_mistakes(e, mask, p_ref, D))
+                            mistakes=weight_mistakes(e, mask, p_ref, D))
         except ValuesDiffer:
             a = to_numpy(alpha)
             outside = ~(((torch.arange(T)[None, :] - p_ref[:, None]).abs() <= D) & mask).numpy()
@@ -291,35 +254,6 @@ def local_p(ev: Evaluation, answer):
 # ---------------------------------------------------------------------------------------------
 # Hard attention: the REINFORCE loss
 # ---------------------------------------------------------------------------------------------
-def _reinforce_mistakes(log_alpha, sampled, reward, baseline):
-    B = len(sampled)
-    log_p = log_alpha[torch.arange(B), sampled]                             # (B,)
-    advantage = reward - baseline
-    return {
-        "the baseline is missing: the loss is -(r - b) log alpha[sampled]; subtracting b leaves the "
-        "gradient unbiased and makes it far less noisy": -(reward * log_p).mean(),
-        "the baseline must multiply the log-probability: -(r - b) log alpha[sampled], not "
-        "-(r log alpha[sampled]) + b": -(reward * log_p).mean() + baseline,
-        "the baseline must multiply the log-probability: -(r - b) log alpha[sampled], not "
-        "-(r log alpha[sampled]) - b": -(reward * log_p).mean() - baseline,
-        "the loss has the wrong sign: MINIMISE -(r - b) log alpha[sampled], so that gradient descent raises "
-        "the log-probability of the samples that did better than the baseline": (advantage * log_p).mean(),
-        "you used alpha instead of log alpha: REINFORCE weights the gradient of the LOG-probability, "
-        "-(r - b) log alpha[sampled] (the argument is already log alpha)": -(advantage * log_p.exp()).mean(),
-        "the loss is summed over the batch: take the mean over the B examples": -(advantage * log_p).sum(),
-        "you returned one loss per example: return their mean over the batch, a single number":
-            -(advantage * log_p),
-        "(r - b) of shape (B,) times the gathered log-probabilities of shape (B, 1) broadcasts to (B, B): "
-        "squeeze them to (B,) first (`[:, 0]`)": -(advantage * log_p[:, None]).mean(),
-        "log_alpha[:, sampled] picks a (B, B) block: take one entry per example, "
-        "log_alpha[torch.arange(B), sampled] (or `gather`)": -(advantage * log_alpha[:, sampled]).mean(),
-        "the log-probabilities of every position are used: take only the sampled one, "
-        "log alpha[b, sampled[b]]": -(advantage[:, None] * log_alpha).mean(),
-        "the log-probabilities of every position are summed: take only the sampled one, "
-        "log alpha[b, sampled[b]]": -(advantage[:, None] * log_alpha).sum(-1).mean(),
-    }
-
-
 @exercise("REINFORCE loss for hard attention", reference=ref.reinforce_loss)
 def reinforce_loss(ev: Evaluation, answer):
     """answer(log_alpha (B, T), sampled (B,), reward (B,), baseline ()) -> -(r - b) log alpha[sampled], mean."""
@@ -336,7 +270,7 @@ def reinforce_loss(ev: Evaluation, answer):
         la, r, b = (x.clone().requires_grad_() for x in (log_alpha, reward, baseline))
         loss = ev.call(answer, la, sampled.clone(), r, b)
         what = f"the loss (B={B}, T={T})"
-        ev.expect_close(loss, expected, what, mistakes=_reinforce_mistakes(log_alpha, sampled, reward, baseline))
+        ev.expect_close(loss, expected, what, mistakes=reinforce_mistakes(log_alpha, sampled, reward, baseline))
         expect_shape(loss, (), what)
         expect(getattr(loss, "requires_grad", False),
                "no gradient reaches log_alpha: the loss must be computed from the tensor log_alpha with torch "

@@ -5,10 +5,13 @@
     check.masked_pointer_softmax(masked_pointer_softmax)
     check.decode_step(decode_step)
 """
+import functools
+
 import torch
 import torch.nn.functional as F
 
 from .. import pointer as ref
+from . import lesson06_symptoms as symptoms
 from .core import (
     exercise,
     expect,
@@ -19,6 +22,7 @@ from .core import (
     to_numpy,
 )
 from .evaluation import Evaluation
+from .expectations import explained
 
 
 def _random_mask(generator, B, T):
@@ -38,7 +42,8 @@ def pointer_scores(ev: Evaluation, answer):
         h, s = randn(g, B, T, d_h), randn(g, B, d_s)
         W_h, W_s, v = randn(g, d_h, d_attn), randn(g, d_s, d_attn), randn(g, d_attn)
         expected = ref.pointer_scores(h, s, W_h, W_s, v)
-        got = ev.call(answer, h.clone(), s.clone(), W_h.clone(), W_s.clone(), v.clone())
+        with symptoms.batch_meets_positions(B, T):
+            got = ev.call(answer, h.clone(), s.clone(), W_h.clone(), W_s.clone(), v.clone())
         inside = h @ W_h + (s @ W_s).unsqueeze(1)                            # (B, T, d_attn)
         mistakes = {
             "the scores should be a raw score per position, before any softmax: the softmax comes later "
@@ -58,15 +63,20 @@ def pointer_scores(ev: Evaluation, answer):
                 torch.tanh(h @ W_h.T + (s @ W_s).unsqueeze(1)) @ v
             mistakes["W_s is transposed: here weights act on the right, s @ W_s (W_s is (d_s, d_attn))."] = \
                 torch.tanh(h @ W_h + (s @ W_s.T).unsqueeze(1)) @ v
+        if d_s == d_attn:
+            mistakes["W_s is missing: the decoder state s is added as it is; project it first, s @ W_s, then add "
+                     "it over the positions ((s @ W_s).unsqueeze(1))."] = torch.tanh(h @ W_h + s.unsqueeze(1)) @ v
+        if d_h == d_attn:
+            mistakes["W_h is missing: the encoder states h_j are added as they are; project them first, "
+                     "h @ W_h."] = torch.tanh(h + (s @ W_s).unsqueeze(1)) @ v
         if d_h == d_s:
             mistakes["W_h and W_s are swapped: W_h multiplies the encoder states h_j, W_s the decoder "
                      "state s."] = ref.pointer_scores(h, s, W_s, W_h, v)
         if B == T and d_h == d_s:
-            mistakes["s is not broadcast over the positions: (B, T, d_attn) + (B, d_attn) lines the batch "
-                     "axis of s up with the positions axis; add s @ W_s as (B, 1, d_attn) "
-                     "(`.unsqueeze(1)`)."] = torch.tanh(h @ W_h + s @ W_s) @ v
+            mistakes[symptoms.NOT_BROADCAST] = torch.tanh(h @ W_h + s @ W_s) @ v
         expect_shape(got, (B, T), "pointer_scores(h, s, W_h, W_s, v)")
-        ev.expect_close(got, expected, "pointer_scores(h, s, W_h, W_s, v)", mistakes=mistakes)
+        with explained(functools.partial(symptoms.other_example, got, h, s, W_h, W_s, v)):
+            ev.expect_close(got, expected, "pointer_scores(h, s, W_h, W_s, v)", mistakes=mistakes)
         tests += 1
     return tests
 
@@ -86,8 +96,7 @@ def masked_pointer_softmax(ev: Evaluation, answer):
             "masked positions still get weight: filling their scores with 0 is not enough (exp(0) = 1); "
             "fill them with -inf (float('-inf')) before the softmax.":
                 torch.softmax(scores.masked_fill(~mask, 0.0), dim=-1),
-            "the mask is inverted: True means 'may be chosen' (keep), False means 'already chosen' "
-            "(mask out); use `~mask` in masked_fill.": ref.masked_softmax(scores, ~mask),
+            symptoms.INVERTED: ref.masked_softmax(scores, ~mask),
             "softmax over the wrong axis: normalise over the positions (the last axis, dim=-1), "
             "not over the batch.": torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=0),
             "the mask is applied after the softmax: the remaining weights no longer sum to 1; mask the "
@@ -97,10 +106,12 @@ def masked_pointer_softmax(ev: Evaluation, answer):
                 scores - scores.masked_fill(~mask, float("-inf")).amax(-1, keepdim=True)) * mask,
         }
         expect_shape(got, (B, T), "masked_pointer_softmax(scores, mask)")
+        expect(symptoms.inverted(got, mask) is None, symptoms.INVERTED)
         expect(not bool(torch.isneginf(torch.as_tensor(got)).any()),
                "some weights are -inf: return probabilities (torch.softmax), not log-probabilities "
                "(log_softmax).")
-        ev.expect_close(got, expected, "masked_pointer_softmax(scores, mask)", mistakes=mistakes)
+        with explained(functools.partial(symptoms.batch_normalised, got)):
+            ev.expect_close(got, expected, "masked_pointer_softmax(scores, mask)", mistakes=mistakes)
         expect_distribution(got, "the pointer weights", axis=-1)
         expect(bool((to_numpy(got)[~mask.numpy()] == 0).all()),
                "positions where mask is False must get weight exactly 0.")
@@ -116,7 +127,15 @@ def masked_pointer_softmax(ev: Evaluation, answer):
                               "fill such as -1e9 leaves a uniform softmax there): return zeros in such rows "
                               "(e.g. `weights.masked_fill(~mask.any(-1, keepdim=True), 0.0)`).":
                               torch.softmax(scores.masked_fill(~mask, -1e9), dim=-1)})
-    return tests + 1
+    # a softmax does not change when every score moves by the same amount: large scores must not overflow
+    for seed, shift in enumerate((200.0, -200.0)):
+        g = ev.rng(615 + seed)
+        scores, mask = 3 * randn(g, 3, 6) + shift, _random_mask(g, 3, 6)
+        got = ev.call(answer, scores.clone(), mask.clone())
+        expect_shape(got, (3, 6), f"masked_pointer_softmax(scores {shift:+g}, mask)")
+        symptom = symptoms.unstable(got, ref.masked_softmax(scores, mask), shift)
+        expect(symptom is None, symptom)
+    return tests + 3
 
 
 def _comparable(x):
@@ -130,9 +149,17 @@ def _comparable(x):
 
 
 def _model(seed):
+    """A small untrained PointerNetwork whose pointer is sharpened: at its initial scale tanh is nearly linear, so
+    the decoder state adds about the same to every score and the weights hardly depend on it (a wrong state would
+    pass, and the argmax would be a near tie)."""
     with torch.random.fork_rng(devices=[]):   # leave the learner's random state alone
         torch.manual_seed(seed)
-        return ref.PointerNetwork(d_model=16, d_attn=12).eval()
+        model = ref.PointerNetwork(d_model=16, d_attn=12).eval()
+    with torch.no_grad():
+        model.pointer.W_h.weight.mul_(8.0)
+        model.pointer.W_s.weight.mul_(8.0)
+        model.pointer.v.mul_(3.0)
+    return model
 
 
 def _wrong_state_step(model, h, state, inp, mask):
@@ -143,12 +170,19 @@ def _wrong_state_step(model, h, state, inp, mask):
     return weights, j, mask & ~F.one_hot(j, mask.shape[-1]).bool(), (s, c)
 
 
+NO_STATE = ("the decoder cell is called without the state: model.decoder(inp) starts from zeros at every step and "
+            "forgets the steps before; pass the state in, (s, c) = model.decoder(inp, state).")
+SWAPPED_STATE = ("the state is passed to the decoder cell as (c, s): an nn.LSTMCell takes (s, c), hidden state "
+                 "first; call model.decoder(inp, state) with the state as it is given.")
+
+
 @exercise("one decoding step", reference=ref.decode_step, may_change=("mask",))
 def decode_step(ev: Evaluation, answer):
     tests = 0
-    for seed, (B, T) in enumerate([(4, 6), (3, 9)]):
-        g = ev.rng(620 + seed)
-        model = _model(620 + seed)
+    # B == T first: an argmax over the batch axis still gives B positions (and is named, not a crash)
+    for seed, (B, T) in ((622, (5, 5)), (620, (4, 6)), (621, (3, 9))):
+        g = ev.rng(seed)
+        model = _model(seed)
         x = torch.from_numpy(g.random((B, T)).astype("float32"))
         with torch.no_grad():
             h, state = model.encode(x)
@@ -163,21 +197,30 @@ def decode_step(ev: Evaluation, answer):
                 weights, j, new_mask, new_state = out
                 what = f"step {step + 1}: "
                 w_wrong = _wrong_state_step(model, h, state, inp, mask.clone())[0]
+                zero_state, swapped = model.decoder(inp), model.decoder(inp, state[::-1])
                 expect_shape(weights, (B, T), what + "weights")
                 ev.expect_close(weights, w_ref, what + "weights", mistakes={
                     "the pointer uses the wrong decoder state: run the decoder cell on the input first "
                     "and point with the NEW state s_i (not the state passed in).": w_wrong,
                     "the mask is not used when pointing: pass it to model.pointer(h, s, mask) so that "
                     "chosen positions get weight 0.": model.pointer(h, s_ref),
+                    NO_STATE: model.pointer(h, zero_state[0], mask),
+                    SWAPPED_STATE: model.pointer(h, swapped[0], mask),
                 })
                 expect(isinstance(new_state, tuple) and len(new_state) == 2,
                        what + "the new state should be the tuple (s, c) returned by model.decoder.")
                 ev.expect_close(new_state[0], s_ref, what + "new decoder state s", mistakes={
                     "the returned state is the old one: return the (s, c) that model.decoder gave you.":
-                        state[0]})
-                ev.expect_close(new_state[1], c_ref, what + "new decoder cell c")
+                        state[0], NO_STATE: zero_state[0], SWAPPED_STATE: swapped[0]})
+                ev.expect_close(new_state[1], c_ref, what + "new decoder cell c",
+                                mistakes={NO_STATE: zero_state[1], SWAPPED_STATE: swapped[1]})
                 expect_shape(j, (B,), what + "chosen positions j")
-                expect(torch.equal(torch.as_tensor(j).long(), j_ref),
+                j = torch.as_tensor(j).long()
+                expect(torch.equal(j, j_ref) or not torch.equal(j, w_ref.argmax(dim=0)),
+                       what + "j is the argmax over the batch axis (dim=0), the example with the largest weight "
+                       "at each position: j[b] is the position with the largest weight in row b, "
+                       "weights.argmax(dim=-1).")
+                expect(torch.equal(j, j_ref),
                        what + f"chosen positions {to_numpy(j).tolist()} differ from the expected "
                        f"{j_ref.tolist()}: take the argmax of the weights over the positions (dim=-1).")
                 expect_shape(new_mask, (B, T), what + "new mask")

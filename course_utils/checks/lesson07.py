@@ -1,5 +1,6 @@
 """Checks for lesson 07: self-attention, scaled dot-product attention and its masks (PyTorch)."""
 import math
+import re
 
 import numpy as np
 import torch
@@ -8,6 +9,7 @@ import torch.nn.functional as F
 from .. import attention as ref
 from .. import masks
 from .core import (
+    ExerciseError,
     exercise,
     expect,
     expect_distribution,
@@ -25,6 +27,13 @@ _NAN_ROW = ("a query whose every key is masked gives NaN (softmax of a row of -i
 _WRONG_SOFTMAX_AXIS = ("the softmax is taken over axis {axis}, the {name} axis (a softmax without `dim=` picks "
                        "axis 0 or 1): normalise each query's scores over the KEYS, `softmax(dim=-1)`, whatever the "
                        "number of leading axes")
+
+
+_LEADING_AXES = ("with 4-D inputs (B, h, T, d) your function fails where 3-D ones (B, T, d) passed: kᵀ must swap the "
+                 "LAST two axes whatever comes before them, k.transpose(-2, -1) (transpose(1, 2) swaps the head and "
+                 "time axes of a 4-D k) ({error})")
+_NOT_TENSOR = ("{what} is a {kind}, not a torch tensor: masked_fill and the attention functions take a torch "
+               "boolean tensor; build it with torch (torch.ones(..., dtype=torch.bool), torch.arange comparisons)")
 
 
 def _weights(q, k, mask=None, divisor=None, dim=-1, fill=float("-inf"), invert=False, after=False,
@@ -109,7 +118,14 @@ def scaled_dot_product_attention(ev: Evaluation, answer):
         q, k, v = randn(g, *sq, scale=2.0), randn(g, *sk, scale=2.0), randn(g, *sv)
         mask = _random_mask(ev, seed, (sq[0], 1, sq[-2], sk[-2])) if masked else None
         expected = _reference(q, k, v, mask)
-        result = ev.call(answer, q, k, v, mask) if masked else ev.call(answer, q, k, v)
+        try:
+            result = ev.call(answer, q, k, v, mask) if masked else ev.call(answer, q, k, v)
+        except ExerciseError as error:
+            if len(sq) == 4 and re.search(r"must match the size of tensor b \(\d+\) at non-singleton dimension 1",
+                                          str(error)):
+                raise ExerciseError(_LEADING_AXES.format(error=str(error).splitlines()[0].replace(
+                    "your function raised ", "torch said: "))) from None
+            raise
         out, weights = expect_returns(result, expected, ("out", "weights"))
         w_mistakes = _weight_mistakes(q, k, v, mask)
         expect_shape(weights, sq[:-1] + (sk[-2],), "weights")
@@ -160,6 +176,7 @@ def causal_mask(ev: Evaluation, answer):
     tests = 0
     for T in (4, 7, 1):
         mask = ev.call(answer, T)
+        expect(not isinstance(mask, np.ndarray), _NOT_TENSOR.format(what=f"causal_mask({T})", kind="NumPy array"))
         expect_shape(mask, (T, T), f"causal_mask({T})")
         expect(str(getattr(mask, "dtype", "")).endswith("bool"),
                f"causal_mask({T}) has dtype {getattr(mask, 'dtype', type(mask))}; it should be boolean "
@@ -201,9 +218,12 @@ def padding_mask(ev: Evaluation, answer):
     tests = 0
     for seed, pad_id in enumerate((0, 3)):
         tokens = torch.as_tensor(ev.rng(seed).integers(4, 20, size=(3, 6)))
+        if pad_id:
+            tokens[0, 0], tokens[1, 1] = pad_id - 2, pad_id - 1    # real tokens with ids BELOW the pad id
         for b, length in enumerate((6, 4, 2)):
             tokens[b, length:] = pad_id
         mask = ev.call(answer, tokens, pad_id)
+        expect(not isinstance(mask, np.ndarray), _NOT_TENSOR.format(what="the padding mask", kind="NumPy array"))
         expected = masks.padding_mask(tokens, pad_id)
         real = (tokens != pad_id).float()
         expect(hasattr(mask, "dtype") and str(mask.dtype).endswith("bool"),
@@ -223,6 +243,8 @@ def padding_mask(ev: Evaluation, answer):
             "padding hides keys": real[:, :, None, None],
             "the mask compares the tokens with 0, not with `pad_id`: use `tokens != pad_id`":
                 (tokens != 0).float()[:, None, None, :],
+            "the mask keeps the tokens GREATER than pad_id, and hides real tokens whose ids are smaller (the pad id "
+            "need not be the smallest id): use `tokens != pad_id`": (tokens > pad_id).float()[:, None, None, :],
         })
         tests += 1
     # in use: changing what sits at padded positions leaves the outputs of real positions unchanged
@@ -247,6 +269,14 @@ def _band(T, low, high, strict_low=False, strict_high=False):
     return (above & below).float()
 
 
+def _sliced(T, left, right):
+    """The window written row by row as mask[t, t-left : t+right+1] = True, the start not clipped at 0."""
+    mask = torch.zeros(T, T)
+    for t in range(T):
+        mask[t, t - left:t + right + 1] = 1.0
+    return mask
+
+
 @exercise("sliding-window mask", reference=masks.sliding_window_mask)
 @single_threaded
 def sliding_window_mask(ev: Evaluation, answer):
@@ -257,6 +287,7 @@ def sliding_window_mask(ev: Evaluation, answer):
     for T, left, right in ((8, 3, 2), (6, 1, 3), (7, 2, 0), (5, 1, 1), (4, 6, 5), (1, 0, 0)):
         what = f"sliding_window_mask({T}, left={left}, right={right})"
         mask = ev.call(answer, T, left, right)
+        expect(not isinstance(mask, np.ndarray), _NOT_TENSOR.format(what=what, kind="NumPy array"))
         expect_shape(mask, (T, T), what)
         expect(str(getattr(mask, "dtype", "")).endswith("bool"),
                f"{what} has dtype {getattr(mask, 'dtype', type(mask))}; it should be boolean (True = may attend): "
@@ -284,6 +315,9 @@ def sliding_window_mask(ev: Evaluation, answer):
             "the mask is all True, so it hides nothing: query t must not see keys before t-left or after "
             "t+right": torch.ones(T, T),
             "the diagonal is masked: query t may always attend to itself, key t": expected * (1 - torch.eye(T)),
+            f"the first rows are wrong: for t < left = {left} the slice starts at t - left < 0, and a negative start "
+            "counts from the END (mask[t, -2:4] is empty or wraps round): start the slice at max(t - left, 0)":
+                _sliced(T, left, right),
         })
         tests += 1
     # in use: a key outside a query's window does not move its output, a key inside does

@@ -1,9 +1,11 @@
 """Checks for lesson 09: the feed-forward network, the encoder layer, the decoder layer and the forward pass."""
+import functools
 import math
 
 import numpy as np
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from .. import transformer as ref
 from ..masks import causal_mask, padding_mask
@@ -16,8 +18,20 @@ from .core import (
     to_numpy,
 )
 from .evaluation import Evaluation
+from .expectations import explained
+from .lesson09_forward import _forward, forward_mistakes  # noqa: F401 - _forward: the tests plant mistakes with it
+from .lesson09_layers import (
+    DECODER,
+    ENCODER,
+    check_dropout,
+    decoder_output,
+    encoder_output,
+    structure_mistakes,
+    wrong_block,
+)
 
 D_MODEL, HEADS, D_FF = 16, 4, 32
+PAD_ID = 3    # transformer_forward's model: not the notebook's PAD = 0
 
 
 def _x(ev: Evaluation, seed, *shape):
@@ -43,6 +57,12 @@ class FeedForward(nn.Module):
         return self.dropout(torch.relu(x @ self.W_1 + self.b_1)) @ self.W_2 + self.b_2
 
 
+# the activations a learner may use instead of the formula's max(0, .)
+_ACTIVATIONS = {"GELU": F.gelu, "GELU (tanh approximation)": lambda t: F.gelu(t, approximate="tanh"), "SiLU": F.silu,
+                "tanh": torch.tanh, "sigmoid": torch.sigmoid, "LeakyReLU": F.leaky_relu, "ELU": F.elu,
+                "softplus": F.softplus}
+
+
 def _ffn(p, x, kind="ok", drop=None):
     """FFN(x) from the parameters p, with or without a typical mistake; `drop` is the dropout to apply
     (None at evaluation)."""
@@ -54,12 +74,14 @@ def _ffn(p, x, kind="ok", drop=None):
     if kind == "W_2.T":
         W_2 = W_2.T
     drop = drop or (lambda t: t)
-    x = drop(x) if kind == "dropout_input" else x
-    hidden = x @ W_1 + (0 if kind == "no_b_1" else b_1)
-    hidden = hidden if kind == "no_relu" else torch.relu(hidden)
+    inp = drop(x) if kind == "dropout_input" else x
+    hidden = inp @ W_1 + (0 if kind in ("no_b_1", "bias_after_relu") else b_1)
+    hidden = hidden if kind == "no_relu" else _ACTIVATIONS.get(kind, torch.relu)(hidden)
+    hidden = hidden + b_1 if kind == "bias_after_relu" else hidden
     hidden = hidden if kind in ("dropout_input", "dropout_output") else drop(hidden)
     out = hidden @ W_2 + (0 if kind == "no_b_2" else b_2)
     out = torch.relu(out) if kind == "relu_twice" else out
+    out = x + out if kind == "residual" else out
     return drop(out) if kind == "dropout_output" else out
 
 
@@ -121,7 +143,12 @@ def feed_forward(ev: Evaluation, cls):
                 "the ReLU is missing: max(0, x W_1 + b_1) between the two layers": _ffn(params, x, "no_relu"),
                 "the bias b_1 is missing: the hidden layer is max(0, x W_1 + b_1)": _ffn(params, x, "no_b_1"),
                 "the bias b_2 is missing: FFN(x) = max(0, x W_1 + b_1) W_2 + b_2": _ffn(params, x, "no_b_2"),
+                "b_1 is added after the ReLU: it goes inside, max(0, x W_1 + b_1)": _ffn(params, x, "bias_after_relu"),
+                "the output adds the input x back (a residual connection): the FFN is max(0, x W_1 + b_1) W_2 + b_2 "
+                "alone; the layer that uses it adds the residual around it": _ffn(params, x, "residual"),
             }
+            mistakes.update({f"the hidden layer uses {name} instead of the formula's ReLU: max(0, x W_1 + b_1) "
+                             "(torch.relu, F.relu or .clamp(min=0))": _ffn(params, x, name) for name in _ACTIVATIONS})
             if d_model == d_ff:
                 mistakes.update({
                     "the two layers are in the wrong order: first x W_1 + b_1 (d_model -> d_ff), the ReLU, then "
@@ -186,58 +213,21 @@ def _layers(ev: Evaluation, cls, reference_cls):
         yield seed, norm_first, reference, _build(ev, cls, reference, norm_first)
 
 
-def _sublayer(x, sublayer, norm, norm_first, kind="ok"):
-    """One residual block; `kind` plants a typical mistake."""
-    if kind == "no_residual":
-        return sublayer(norm(x)) if norm_first else norm(sublayer(x))
-    if kind == "swapped":
-        norm_first = not norm_first
-    if kind == "norm_residual" and norm_first:  # the residual starts from the normalised x
-        y = norm(x)
-        return y + sublayer(y)
-    return x + sublayer(norm(x)) if norm_first else norm(x + sublayer(x))
+def _layer_check(ev, layer, module, reference, args, output, norm_first, seed, mistakes):
+    """The learner's layer equals the reference at evaluation (else the listed mistake, or the block that holds the
+    slip), then in training with its dropouts on."""
+    with torch.no_grad():
+        out = ev.call(module, *args)
+        expect_shape(out, tuple(args[0].shape), "the output")
+        mistakes.update(structure_mistakes(layer, output, norm_first, _norms(reference, len(layer["names"]))))
+        with explained(lambda: wrong_block(ev, layer, module, reference, args, norm_first)):
+            ev.expect_close(out, reference(*args), f"the output (norm_first={norm_first})", mistakes=mistakes)
+        check_dropout(ev, layer, module, reference, args, output, norm_first, seed)
+    return out
 
 
-def _encoder_layer(layer, x, mask, norm_first, kind="ok", use_mask=True):
-    m = mask if use_mask else None
-    if kind == "stale" and norm_first:  # the FFN reads y = LayerNorm(x) computed before the attention
-        y = layer.norm1(x)
-        x = x + layer.self_attn(y, y, y, m)
-        return x + layer.ff(y)
-    norm2 = layer.norm1 if kind == "one_norm" else layer.norm2
-    block = "ok" if kind in ("one_norm", "stale") else kind
-    x = _sublayer(x, lambda y: layer.self_attn(y, y, y, m), layer.norm1, norm_first, block)
-    return _sublayer(x, layer.ff, norm2, norm_first, block)
-
-
-def _decoder_layer(layer, x, memory, tgt_mask, memory_mask, norm_first, kind="ok"):
-    t_mask = None if kind == "no_causal" else tgt_mask
-    m_mask = None if kind == "no_memory_mask" else memory_mask
-    block = "ok" if kind in ("no_causal", "no_memory_mask", "self_twice", "one_norm", "order") else kind
-    norm2, norm3 = (layer.norm1, layer.norm1) if kind == "one_norm" else (layer.norm2, layer.norm3)
-
-    def self_block(x):
-        return _sublayer(x, lambda y: layer.self_attn(y, y, y, t_mask), layer.norm1, norm_first, block)
-
-    def cross_block(x):
-        if kind == "self_twice":  # keys and values from the decoder instead of the encoder's memory
-            return _sublayer(x, lambda y: layer.cross_attn(y, y, y, tgt_mask), norm2, norm_first)
-        return _sublayer(x, lambda y: layer.cross_attn(y, memory, memory, m_mask), norm2, norm_first, block)
-
-    x = self_block(cross_block(x)) if kind == "order" else cross_block(self_block(x))
-    return _sublayer(x, layer.ff, norm3, norm_first, block)
-
-
-_RESIDUAL = ("the residual connection is missing: add the sub-layer's input back, "
-             "x + Dropout(Sublayer(...)) (both sub-layers)")
-_SWAPPED = {True: "this is the post-norm layer, but norm_first=True asks for pre-norm: "
-                  "x = x + Dropout(Sublayer(LayerNorm(x)))",
-            False: "this is the pre-norm layer, but norm_first=False asks for the paper's post-norm: "
-                   "x = LayerNorm(x + Dropout(Sublayer(x)))"}
-_ONE_NORM = ("one LayerNorm serves every sub-layer: each sub-layer has its own ({norms}, with their own learned "
-             "gain and bias)")
-_NORM_RESIDUAL = ("the residual starts from the normalised x: in pre-norm, y = LayerNorm(x) feeds only the "
-                  "sub-layer; add its output to the ORIGINAL x (x = x + Sublayer(y))")
+def _norms(layer, n):
+    return [getattr(layer, f"norm{k + 1}") for k in range(n)]
 
 
 @exercise("encoder layer", name="MyEncoderLayer", reference=ref.EncoderLayer)
@@ -249,21 +239,13 @@ def encoder_layer(ev: Evaluation, cls):
         src = torch.tensor([[5, 6, 7, 8, 9, 4], [5, 6, 7, 0, 0, 0]])
         mask = padding_mask(src, 0)
         x = _x(ev, seed, 2, 6, D_MODEL)
-        with torch.no_grad():
-            out = ev.call(module, x, mask)
-            args = (reference, x, mask, norm_first)
-            expect_shape(out, (2, 6, D_MODEL), "the output")
-            mistakes = {_RESIDUAL: _encoder_layer(*args, "no_residual"),
-                        _SWAPPED[norm_first]: _encoder_layer(*args, "swapped"),
-                        "the padding mask is not passed to the self-attention: self_attn(y, y, y, mask)":
-                            _encoder_layer(*args, use_mask=False),
-                        _ONE_NORM.format(norms="norm1 and norm2"): _encoder_layer(*args, "one_norm")}
-            if norm_first:
-                mistakes[_NORM_RESIDUAL] = _encoder_layer(*args, "norm_residual")
-                mistakes["the feed-forward reads LayerNorm of the layer's INPUT (the y computed before the attention): "
-                         "normalise the updated x again, x + Dropout(self.ff(self.norm2(x)))"] = \
-                    _encoder_layer(*args, "stale")
-            ev.expect_close(out, reference(x, mask), f"the output (norm_first={norm_first})", mistakes=mistakes)
+
+        output = functools.partial(encoder_output, reference, x, mask=mask, norm_first=norm_first)
+        mistakes = {
+            "the padding mask is not passed to the self-attention: self_attn(y, y, y, mask)": output(mask=None),
+            "the padding mask is inverted (~mask: True at the padding): the course's masks are True where attention "
+            "is ALLOWED; pass the mask as given, self_attn(y, y, y, mask)": output(mask=~mask)}
+        _layer_check(ev, ENCODER, module, reference, (x, mask), output, norm_first, seed, mistakes)
         tests += 1
     return tests
 
@@ -278,27 +260,30 @@ def decoder_layer(ev: Evaluation, cls):
         tgt = torch.tensor([[1, 5, 6, 7, 8], [1, 5, 6, 0, 0]])
         tgt_mask, memory_mask = causal_mask(5) & padding_mask(tgt, 0), padding_mask(src, 0)
         x, memory = _x(ev, seed, 2, 5, D_MODEL), _x(ev, seed + 10, 2, 7, D_MODEL)
+
+        output = functools.partial(decoder_output, reference, x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                                   norm_first=norm_first)
+        mistakes = {
+            "the cross-attention takes its keys and values from the decoder: they come from the "
+            "encoder, cross_attn(y, memory, memory, memory_mask)": output(cross="self_twice"),
+            "the causal mask is not applied in the self-attention: self_attn(y, y, y, tgt_mask)": output(tgt_mask=None),
+            "the target padding is not masked in the self-attention: use the tgt_mask you are given (the causal mask "
+            "& the target padding mask), not a causal mask of your own": output(tgt_mask=causal_mask(5)),
+            "the target mask is inverted (~tgt_mask): the course's masks are True where attention is ALLOWED; pass "
+            "tgt_mask as given, self_attn(y, y, y, tgt_mask)": output(tgt_mask=~tgt_mask),
+            "the source padding mask is not applied in the cross-attention: "
+            "cross_attn(y, memory, memory, memory_mask)": output(memory_mask=None),
+            "the source padding mask is inverted (~memory_mask): the course's masks are True where attention is "
+            "ALLOWED; pass memory_mask as given, cross_attn(y, memory, memory, memory_mask)":
+                output(memory_mask=~memory_mask),
+            "the encoder's memory goes through norm2: only the decoder's x is normalised, the keys and values are "
+            "the memory as it is, cross_attn(norm2(x), memory, memory, memory_mask)": output(cross="memory_normed"),
+            "the cross-attention uses self_attn's weights: call the cross-attention's own module, "
+            "self.cross_attn(y, memory, memory, memory_mask)": output(cross="self_attn"),
+        }
+        args = (x, memory, tgt_mask, memory_mask)
+        out = _layer_check(ev, DECODER, module, reference, args, output, norm_first, seed, mistakes)
         with torch.no_grad():
-            out = ev.call(module, x, memory, tgt_mask, memory_mask)
-            expect_shape(out, (2, 5, D_MODEL), "the output")
-            args = (reference, x, memory, tgt_mask, memory_mask, norm_first)
-            mistakes = {
-                "the cross-attention takes its keys and values from the decoder: they come from the "
-                "encoder, cross_attn(y, memory, memory, memory_mask)": _decoder_layer(*args, "self_twice"),
-                "the causal mask is not applied in the self-attention: self_attn(y, y, y, tgt_mask)":
-                    _decoder_layer(*args, "no_causal"),
-                "the source padding mask is not applied in the cross-attention: "
-                "cross_attn(y, memory, memory, memory_mask)": _decoder_layer(*args, "no_memory_mask"),
-                _RESIDUAL.replace("both", "all three"): _decoder_layer(*args, "no_residual"),
-                _SWAPPED[norm_first]: _decoder_layer(*args, "swapped"),
-                _ONE_NORM.format(norms="norm1, norm2 and norm3"): _decoder_layer(*args, "one_norm"),
-                "the cross-attention comes before the masked self-attention: the order is self-attention "
-                "(norm1), cross-attention (norm2), feed-forward (norm3)": _decoder_layer(*args, "order"),
-            }
-            if norm_first:
-                mistakes[_NORM_RESIDUAL] = _decoder_layer(*args, "norm_residual")
-            ev.expect_close(out, reference(x, memory, tgt_mask, memory_mask), f"the output (norm_first={norm_first})",
-                            mistakes=mistakes)
             # causality: changing later decoder positions leaves earlier outputs unchanged
             changed = x.clone()
             changed[:, 3:] += 3.0
@@ -310,29 +295,6 @@ def decoder_layer(ev: Evaluation, cls):
     return tests
 
 
-def _forward(model, src, tgt_in, kind="ok"):
-    """The full forward pass from the model's parts; `kind` plants a typical mistake."""
-    d = model.d_model
-    scale = {"no_scale": 1.0, "d_model": d, "divided": 1 / math.sqrt(d)}.get(kind, math.sqrt(d))
-
-    def embed(tokens, table):
-        if kind == "pos_scaled":  # the positions scaled with the embedding
-            return model.pos(table(tokens)) * math.sqrt(d)
-        e = table(tokens) * scale
-        return e if kind == "no_pos" else model.pos(e)
-
-    src_table, tgt_table = ((model.tgt_embed, model.src_embed) if kind == "swapped_embed"
-                            else (model.src_embed, model.tgt_embed))
-    src_mask = None if kind == "no_src_mask" else padding_mask(src, model.pad_id)
-    memory_mask = None if kind == "no_memory_mask" else src_mask
-    T = tgt_in.size(1)
-    tgt_mask = {"no_causal": padding_mask(tgt_in, model.pad_id),
-                "no_tgt_pad": causal_mask(T)}.get(kind, causal_mask(T) & padding_mask(tgt_in, model.pad_id))
-    memory = model.encoder(embed(src, src_table), src_mask)
-    s = model.decoder(embed(tgt_in, tgt_table), memory, tgt_mask, memory_mask)
-    return model.generator(s)
-
-
 @exercise("Transformer forward pass with masks", reference=lambda model, src, tgt_in: model(src, tgt_in))
 @single_threaded
 def transformer_forward(ev: Evaluation, answer):
@@ -341,33 +303,15 @@ def transformer_forward(ev: Evaluation, answer):
     for seed, norm_first in enumerate((True, False)):
         torch.manual_seed(seed)
         model = ref.Transformer(17, 19, d_model=D_MODEL, num_heads=HEADS, num_layers=2, d_ff=D_FF, dropout=0.0,
-                                max_len=16, norm_first=norm_first).eval()
-        src = torch.tensor([[5, 6, 7, 8, 9, 4], [5, 6, 7, 0, 0, 0]])
-        tgt_in = torch.tensor([[1, 5, 6, 7, 8], [1, 5, 6, 0, 0]])
+                                max_len=16, norm_first=norm_first, pad_id=PAD_ID).eval()
+        # the pad id is not the notebook's PAD = 0, and 0, 1, 2 are real tokens here
+        src = torch.tensor([[5, 0, 7, 1, 2, 4], [5, 6, 0, PAD_ID, PAD_ID, PAD_ID]])
+        tgt_in = torch.tensor([[1, 5, 0, 7, 2], [1, 2, 0, PAD_ID, PAD_ID]])
         with torch.no_grad():
             logits = ev.call(answer, model, src, tgt_in)
             expect_shape(logits, (2, 5, 19), "the logits")
-            args = (model, src, tgt_in)
-            ev.expect_close(logits, model(src, tgt_in), f"the logits (norm_first={norm_first})", mistakes={
-                "the embeddings are not scaled: multiply them by sqrt(d_model) before adding the positions":
-                    _forward(*args, "no_scale"),
-                "the positional encoding is missing: model.pos(embedding * sqrt(d_model))": _forward(*args, "no_pos"),
-                "the decoder sees the future: combine the causal mask with the target padding mask, "
-                "causal_mask(T) & padding_mask(tgt_in, pad_id)": _forward(*args, "no_causal"),
-                "the source padding mask is missing: pass padding_mask(src, pad_id) to the encoder AND to the "
-                "decoder's cross-attention": _forward(*args, "no_src_mask"),
-                "the target padding mask is missing: combine causal_mask(T) with padding_mask(tgt_in, pad_id)":
-                    _forward(*args, "no_tgt_pad"),
-                "the decoder's cross-attention gets no source padding mask: pass padding_mask(src, pad_id) to "
-                "the decoder as memory_mask too": _forward(*args, "no_memory_mask"),
-                "the embeddings are multiplied by d_model: multiply by its square root, sqrt(d_model)":
-                    _forward(*args, "d_model"),
-                "the embeddings are divided by sqrt(d_model): multiply them by it": _forward(*args, "divided"),
-                "the positions are scaled too: multiply the embedding by sqrt(d_model) first, then add the "
-                "positions, model.pos(embedding * sqrt(d_model))": _forward(*args, "pos_scaled"),
-                "the source and target embeddings are swapped: the source tokens go through model.src_embed, "
-                "the target tokens through model.tgt_embed": _forward(*args, "swapped_embed"),
-            })
+            ev.expect_close(logits, model(src, tgt_in), f"the logits (norm_first={norm_first})",
+                            mistakes=forward_mistakes(model, src, tgt_in))
             # causality: later target tokens do not change the earlier logits
             changed = tgt_in.clone()
             changed[0, 3:] = torch.tensor([11, 12])

@@ -2,12 +2,15 @@
 ablation of one head, the key/value cache that keeps the attention sinks, and attention rollout. Each compares
 the learner's function with the course's reference (induction.head_scores, induction.ablation_effect,
 attention_sinks.keep_sinks_and_window, rollout.attention_rollout) on seeded random inputs, and names the
-lesson's typical mistakes, computed here as the same code with one thing wrong."""
+lesson's typical mistakes, computed as the same code with one thing wrong (here, and for exercises 1 and 4 in
+lesson14_mistakes.py)."""
 import torch
+import torch.nn.functional as F
 
 from .. import attention_sinks as sinks_ref
 from .. import induction as ref
 from ..rollout import attention_rollout as ref_rollout
+from . import lesson14_mistakes as mk
 from .core import ExerciseError, exercise, expect, expect_returns, expect_shape, randn, single_threaded
 from .evaluation import Evaluation
 
@@ -23,35 +26,7 @@ def _causal_weights(g, B, h, T, scale=2.0):
 # ---------------------------------------------------------------------------------------------
 # Exercise 1: previous-token and induction scores
 # ---------------------------------------------------------------------------------------------
-_PREV_SELF = ("the previous-token score reads the diagonal, weights[t, t] (the token itself): the token before t "
-              "is the key t - 1, one below the diagonal")
-_PREV_WITH_FIRST = ("the previous-token score is averaged over 2L queries: query 0 has no token before it; "
-                    "average over t = 1 .. 2L-1")
-_PREV_SECOND = ("the previous-token score is averaged over the second copy only: a previous-token head attends "
-                "to the token before in both copies; average over t = 1 .. 2L-1")
-_IND_OFF = ("the induction stripe is off by one: weights[t, t - L] is the previous occurrence of the current "
-            "token itself; an induction head attends to the token AFTER it, key t - L + 1")
-_IND_OFF_2 = ("the induction stripe is off by one: key t - L + 2 is two after the previous occurrence; the token "
-              "after it is t - L + 1")
-_IND_FIRST = ("the induction score is averaged over the first copy too: only a query in the second copy "
-              "(t = L .. 2L-1) has an earlier occurrence of its token to look back at")
-_SWAPPED = ("queries and keys are swapped: you read weights[key, query], above the diagonal, where a causal "
-            "head's weights are 0; rows are queries: weights[..., t, j] is what query t gives key j")
-
-
-def _score_variants(w, L):
-    """{name: (..)} the mistakes' scores, for weights w (..., 2L, 2L)."""
-    t1, t2 = torch.arange(1, 2 * L), torch.arange(L, 2 * L)
-    diag = torch.arange(0, 2 * L)
-    return {
-        "prev_self": w[..., diag, diag].mean(-1), "prev_self_from_1": w[..., t1, t1].mean(-1),
-        "prev_with_first": w[..., t1, t1 - 1].sum(-1) / (2 * L), "prev_second": w[..., t2, t2 - 1].mean(-1),
-        "prev_swapped": w[..., t1 - 1, t1].mean(-1),
-        "ind_off": w[..., t2, t2 - L].mean(-1), "ind_off_2": w[..., t2[:-1], t2[:-1] - L + 2].mean(-1),
-        "ind_diagonal": torch.diagonal(w, offset=-(L - 1), dim1=-2, dim2=-1).mean(-1),
-        "ind_over_all": w[..., t2, t2 - L + 1].sum(-1) / (2 * L),
-        "ind_over_all_1": w[..., t2, t2 - L + 1].sum(-1) / (2 * L - 1),
-        "ind_swapped": w[..., t2 - L + 1, t2].mean(-1)}
+_score_variants = mk.score_variants                                       # (the tests plant them)
 
 
 @exercise("previous-token and induction scores", name="head_scores", reference=ref.head_scores)
@@ -70,13 +45,8 @@ def head_scores(ev: Evaluation, answer):
                    f"{what} has shape {tuple(got.shape)}: give one score per sequence and head, shape {(B, h)} "
                    "(average over the queries only, the last two axes are (query, key)).")
             expect_shape(got, (B, h), what)
-        v = _score_variants(w, L)
-        ev.expect_close(got_prev, prev, f"the previous-token score (L = {L})", mistakes={
-            _SWAPPED: v["prev_swapped"], _PREV_SELF: v["prev_self"], _PREV_SELF + " ": v["prev_self_from_1"],
-            _PREV_WITH_FIRST: v["prev_with_first"], _PREV_SECOND: v["prev_second"]})
-        ev.expect_close(got_ind, ind, f"the induction score (L = {L})", mistakes={
-            _SWAPPED: v["ind_swapped"], _IND_OFF: v["ind_off"], _IND_OFF_2: v["ind_off_2"],
-            _IND_FIRST: v["ind_diagonal"], _IND_FIRST + " ": v["ind_over_all"], _IND_FIRST + "  ": v["ind_over_all_1"]})
+        ev.expect_close(got_prev, prev, f"the previous-token score (L = {L})", mistakes=mk.score_mistakes(w, L, "prev"))
+        ev.expect_close(got_ind, ind, f"the induction score (L = {L})", mistakes=mk.score_mistakes(w, L, "ind"))
         tests += 1
     # a head with a perfect stripe scores 1, and a perfect previous-token head too
     L = 4
@@ -112,11 +82,22 @@ def _model(ev: Evaluation, seed, L):
     return model.eval(), tokens
 
 
-def _loss_with(model, tokens, L, positions, edit=None):
+def _unshifted_losses(model, tokens):
+    """(T,): the mistake of scoring position t on token t (no shift), averaged over the batch."""
+    was_training = model.training
+    model.eval()
+    logits = model(tokens).float()
+    model.train(was_training)
+    return F.cross_entropy(logits.transpose(1, 2), tokens, reduction="none").mean(0)
+
+
+def _loss_with(model, tokens, L, positions, edit=None, shift=True):
     """The mean loss over `positions` of loss_per_position, with `edit(model)` -> a list of hook handles."""
     handles = edit(model) if edit is not None else []
     try:
-        return float(ref.loss_per_position(model, tokens)[positions].mean())
+        with torch.no_grad():
+            losses = ref.loss_per_position(model, tokens) if shift else _unshifted_losses(model, tokens)
+        return float(losses[positions].mean())
     finally:
         for handle in handles:
             handle.remove()
@@ -149,6 +130,21 @@ def _zero_values_not_bias(layer, head):
     return edit
 
 
+def _zero_slice(layer, head, kind):
+    """Zeroes a wrong slice of W_O's input: from `head` (not head·d_head), or to head + d_head (a missing
+    parenthesis, head * d_head:head + 1 * d_head)."""
+    def edit(model):
+        attn = ref.attention_heads(model)[layer]
+        lo, hi = (head, head + attn.d_head) if kind == "unscaled" else (head * attn.d_head, head + attn.d_head)
+
+        def hook(module, args):
+            z = args[0].clone()
+            z[..., lo:hi] = 0
+            return (z,) + tuple(args[1:])
+        return [attn.out_proj.register_forward_pre_hook(hook)]
+    return edit
+
+
 def _ablate(layer, head):
     def edit(model):
         context = ref.ablate_heads(model, [(layer, head)])
@@ -173,7 +169,11 @@ def _ablation_variants(model, tokens, L, layer, head):
         "rows": ablated(second, _zero_output_rows(layer, head)) - clean["second"],
         "values": ablated(second, _zero_values_not_bias(layer, head)) - clean["second"],
         "other_head": ablated(second, _ablate(layer, 1 - head)) - clean["second"],
-        "other_layer": ablated(second, _ablate(1 - layer, head)) - clean["second"]}
+        "other_layer": ablated(second, _ablate(1 - layer, head)) - clean["second"],
+        "unshifted": (_loss_with(model, tokens, L, second, _ablate(layer, head), shift=False)
+                      - _loss_with(model, tokens, L, second, shift=False)),
+        "unscaled": ablated(second, _zero_slice(layer, head, "unscaled")) - clean["second"],        # (head 0: right)
+        "parenthesis": ablated(second, _zero_slice(layer, head, "parenthesis")) - clean["second"]}
     return right - clean["second"], out
 
 
@@ -191,7 +191,12 @@ _ABL = {
               "output instead (its slice of W_O's input)",
     "other_head": "the effect is another head's: heads are counted from 0 within the layer",
     "other_layer": "the effect is another layer's head: layers are counted from 0 (model.layers[layer])",
+    "unshifted": "the loss is not shifted: you score position t on token t, but the logits at position t predict "
+                 "token t + 1; compare logits[:, :-1] with tokens[:, 1:] (or use induction.loss_per_position)",
+    "unscaled": "the head's slice of W_O's input is wrong: head j writes features j·d_head .. (j+1)·d_head - 1, "
+                "the slice [j * d_head:(j + 1) * d_head]",
 }
+_ABL["parenthesis"] = _ABL["unscaled"] + " "
 
 
 def _no_hooks_left(model):
@@ -204,12 +209,17 @@ def _no_hooks_left(model):
 @exercise("ablating one head", name="ablation_effect", reference=ref.ablation_effect)
 @single_threaded
 def ablation_effect(ev: Evaluation, answer):
-    """answer(model, tokens (B, 2L), layer, head, half_length) -> the rise of the second copy's loss (a float)."""
-    tests = 0
+    """answer(model, tokens (B, 2L), layer, head, half_length) -> the rise of the second copy's loss (a float).
+    The four cases' answers are compared together, as one vector: a mistake is named when it gives all four
+    (one number alone can come close to another mistake's by chance)."""
+    got_all, expected_all, variants_all, cases_run = [], [], {}, []
     for seed, cases in enumerate([[(1, 0), (0, 1)], [(1, 1), (0, 0)]]):
         L = 5 + seed
         model, tokens = _model(ev, seed, L)
+        if seed == 0:
+            model.train()                                           # (no dropout: the same losses in both modes)
         before = {k: v.clone() for k, v in model.state_dict().items()}
+        modes = [m.training for m in model.modules()]
         for layer, head in cases:
             expected, variants = _ablation_variants(model, tokens, L, layer, head)
             got = ev.call(answer, model, tokens, layer, head, L)
@@ -221,13 +231,22 @@ def ablation_effect(ev: Evaluation, answer):
             expect(not changed, f"your function changed the model's weights ({', '.join(changed[:2])}): the head "
                                 "stays zeroed after you return. Zero it on a copy (copy.deepcopy(model)), or with a "
                                 "hook that you remove, or put the weights back")
-            got = torch.as_tensor(got, dtype=torch.float64).reshape(-1)
+            flipped = [now for was, now in zip(modes, (m.training for m in model.modules())) if was != now]
+            expect(not flipped, f"your function left the model in {'training' if flipped[:1] == [True] else 'eval'} "
+                                "mode (the caller's model.training changed): the model must be exactly as it was; "
+                                "note was_training = model.training first and put it back with "
+                                "model.train(was_training) before returning")
+            got = torch.as_tensor(got, dtype=torch.float64).detach().reshape(-1)
             expect(got.numel() == 1, f"return one number (the increase of the mean loss), got {got.numel()} values")
-            ev.expect_close(got[0], torch.tensor(expected, dtype=torch.float64),
-                            f"the loss increase of layer {layer}, head {head}", atol=1e-4, rtol=1e-3,
-                            mistakes={_ABL[k]: torch.tensor(v, dtype=torch.float64) for k, v in variants.items()})
-            tests += 1
-    return tests
+            got_all.append(got[0])
+            expected_all.append(expected)
+            for k, v in variants.items():
+                variants_all.setdefault(_ABL[k], []).append(v)
+            cases_run.append((layer, head))
+    ev.expect_close(torch.stack(got_all), torch.tensor(expected_all, dtype=torch.float64),
+                    f"the loss increases of (layer, head) = {', '.join(map(str, cases_run))}", atol=1e-4, rtol=1e-3,
+                    mistakes={k: torch.tensor(v, dtype=torch.float64) for k, v in variants_all.items()})
+    return len(cases_run)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -294,55 +313,20 @@ def keep_sinks_and_window(ev: Evaluation, answer):
 # ---------------------------------------------------------------------------------------------
 # Exercise 4: attention rollout
 # ---------------------------------------------------------------------------------------------
-def _rollout_variant(maps, kind):
-    eye = torch.eye(maps.size(-1))
-    out = None
-    heads = {"max": lambda a: a.amax(1), "sum": lambda a: a.sum(1), "first": lambda a: a[:, 0]}
-    for layer in maps:
-        a = heads.get(kind, lambda a: a.mean(1))(layer)
-        if kind == "no_residual":
-            pass
-        elif kind == "unnormalised":
-            a = eye + a
-        elif kind != "residual_once":
-            a = 0.5 * eye + 0.5 * a
-            a = a / a.sum(-1, keepdim=True)
-        if out is None:
-            out = a
-        elif kind == "reversed":
-            out = out @ a
-        elif kind in ("last", "first_layer"):
-            out = a if kind == "last" else out
-        else:
-            out = a @ out
-    if kind == "residual_once":
-        out = 0.5 * eye + 0.5 * out
-    return out
-
-
-_ROLL = {
-    "reversed": "the layers are multiplied in the wrong order: R = Ã_N ... Ã_2 Ã_1, the last layer on the LEFT "
-                "(rollout = Ã_l @ rollout, layer after layer)",
-    "no_residual": "the residual connection is missing: each layer is Ã = 0.5·I + 0.5·A (A averaged over the "
-                   "heads), not A alone",
-    "unnormalised": "Ã = I + A has rows that sum to 2: use 0.5·I + 0.5·A, or renormalise each row to sum to 1",
-    "residual_once": "the residual is added once, to the product: it belongs to every layer, Ã_l = 0.5·I + "
-                     "0.5·A_l, before the product",
-    "max": "the heads are combined by their maximum: average them (mean over the head axis)",
-    "sum": "the heads are summed: average them (mean over the head axis)",
-    "first": "only the first head is used: average every layer's heads",
-    "last": "this is the last layer's Ã alone: roll out through the whole stack, R = Ã_N ... Ã_1",
-    "first_layer": "this is the first layer's Ã alone: roll out through the whole stack, R = Ã_N ... Ã_1",
-}
+_rollout_variant, _ROLL = mk.rollout_variant, mk.ROLL                      # (the tests plant them)
 
 
 @exercise("attention rollout", name="attention_rollout", reference=ref_rollout)
 @single_threaded
 def attention_rollout(ev: Evaluation, answer):
-    """answer(maps (N, B, h, T, T)) -> R (B, T, T) = Ã_N ... Ã_1, Ã = 0.5 I + 0.5 mean over heads."""
+    """answer(maps (N, B, h, T, T)) -> R (B, T, T) = Ã_N ... Ã_1, Ã = 0.5 I + 0.5 mean over heads, rows
+    renormalised (the last maps are weights after dropout, whose rows do not sum to 1)."""
     tests = 0
-    for seed, (N, B, h, T) in enumerate([(3, 2, 4, 5), (2, 3, 2, 6), (4, 1, 3, 4)]):
-        maps = randn(ev.rng(seed), N, B, h, T, T, scale=2.0).softmax(-1)
+    for seed, (N, B, h, T) in enumerate([(3, 2, 4, 5), (2, 3, 2, 6), (4, 1, 3, 4), (3, 2, 3, 5)]):
+        g = ev.rng(seed)
+        maps = randn(g, N, B, h, T, T, scale=2.0).softmax(-1)
+        if seed == 3:                                   # dropout (p = 0.2) on the weights: rows sum to 0.4 .. 1.6
+            maps = maps * torch.as_tensor(g.random(size=maps.shape) > 0.2, dtype=maps.dtype) / 0.8
         want = ref_rollout(maps)
         got = ev.call(answer, maps)
         if hasattr(got, "shape") and tuple(got.shape) != (B, T, T):

@@ -1,5 +1,8 @@
-"""Slips and unusual right answers for lessons 11-13, written from the notebooks' text alone by people who had not
-read the checks: each module's SLIPS and CORRECT are lists of (exercise, name, function).
+"""Learner slips and right answers written another way, from the notebooks' text and reference solutions alone by
+people who had not read the checks: each module's SLIPS and CORRECT are lists of (exercise, name, function).
+- lessonNNh, every lesson 00-14 (helpers, 2026-11-27): the slips most learners make on each exercise, not asked
+  to avoid anything planted before. Before the checks were changed for them: lessons 00-10, 305 of 434 named
+  (20 accepted); 11-13, 159 of 162; 14, 25 of 38 (docs/development.md, per lesson).
 - lesson11/12/13 (a helper, 2026-11-27, first catalogue): before the checks were changed for them, 145 of 160
   slips named, 2 accepted.
 - lesson11b/12b/13b (another helper, the same day, after the first catalogue's fixes; names "b2: ..." are a
@@ -13,5 +16,5 @@ read the checks: each module's SLIPS and CORRECT are lists of (exercise, name, f
   right underflowed to NaN at τ = 0.001 and was accepted under 12 of 16 seed offsets (now a slip here).
 - lesson11e-g/12e-g/13e-g (three more helpers, each after the previous catalogue's fixes, asked for slips unlike any
   planted before): before the checks were changed for them, 85 of 135, 89 of 120 and 55 of 90 named; 7, 8 and 5
-  accepted. lesson1Xg's NOT_YET_NAMED holds the two slips of the last one that are not named yet.
+  accepted. (Two slips of the last one, named only later, were kept apart as NOT_YET_NAMED until then.)
 `python tools/measure_slips.py tests/fresh_slips/lesson12g.py` measures a catalogue (naming.py: what counts)."""
