@@ -81,3 +81,28 @@ def test_learner_crash_is_reported_with_their_line():
     with pytest.raises(ExerciseError, match="your function raised ValueError") as info:
         check(crashes)
     assert "weighted sum" in str(info.value) and "in your code" in str(info.value)
+
+
+def test_weights_changed_before_the_sum_are_named():
+    """Weights normalised or transformed before `weights @ vectors`: the listed ones by their values, any other
+    function of w alone by the weights recovered from two square inputs."""
+    def softmax_first(w, x):
+        return (np.exp(w) / np.exp(w).sum()) @ x
+
+    named(check, softmax_first, r"softmax before the sum.*use them as they are")
+    named(check, lambda w, x: np.exp(w) @ x, r"exp before the sum")
+    named(check, lambda w, x: (w / w.max()) @ x, r"divided by their largest value")
+    named(check, lambda w, x: (w ** 2) @ x, r"squared before the sum")
+    named(check, lambda w, x: w[::-1] @ x, r"reverse order")
+    named(check, lambda w, x: (w ** 3) @ x, r"other weights than the given ones \(an increasing function")
+    named(check, lambda w, x: np.sqrt(w) @ x, r"other weights than the given ones")
+    named(check, lambda w, x: (1 - w) @ x, r"other weights than the given ones.*use them as they are")
+
+
+def test_a_loop_over_the_arguments_is_not_a_loop_over_the_vectors(capsys):
+    def converts(weights, vectors):
+        weights, vectors = (np.asarray(a, dtype=np.float64) for a in (weights, vectors))
+        return weights @ vectors
+
+    assert check(converts) is None
+    assert "✔" in capsys.readouterr().out

@@ -213,3 +213,61 @@ def test_attention_mistakes():
     named(lesson01.attention, global_softmax, "whole matrix sums to 1")
     named(lesson01.attention, lambda Q, K, V: ref.attention(Q, K, V)[::-1], "wrong order")
 
+
+
+# --- fresh slips (lesson01i): scaled Bahdanau scores, loops, an unstable softmax in the matrix form ----------
+def test_bahdanau_scores_scaled_before_the_softmax_are_named():
+    """alpha = softmax(c e) for any constant c: named with c, and the size it is 1/sqrt of when it is one."""
+    for scale, words in ((lambda e, h: np.sqrt(h.shape[1]), r"multiplied by a constant \(0.447 = 1/sqrt\(d\)"),
+                         (lambda e, h: h.shape[1], r"= 1/d"), (lambda e, h: 0.5, r"multiplied by a constant \(2\)"),
+                         (lambda e, h: 3.0, r"scores were scaled before the softmax.*alpha = softmax\(e\)")):
+        def scaled(e, h, scale=scale):
+            alpha = ref.softmax(e / scale(e, h))
+            return alpha @ h, alpha
+        named(lesson01.bahdanau_context, scaled, words)
+
+
+def test_python_loops_in_the_attention_exercises_are_named():
+    def keys_loop(q, K, V):
+        w = ref.softmax(np.array([q @ k for k in K]) / np.sqrt(q.shape[-1]))
+        return w @ V, w
+
+    def keys_range(q, K, V):
+        s = np.zeros(len(K))
+        for i in range(len(K)):
+            s[i] = q @ K[i] / np.sqrt(len(q))
+        w = ref.softmax(s)
+        return w @ V, w
+
+    def mapped(q, K, V):
+        w = ref.softmax(np.array(list(map(lambda k: q @ k, K))) / np.sqrt(len(q)))
+        return w @ V, w
+
+    named(lesson01.single_query_attention, keys_loop, r"Python loop \(`for k in K`\).*K @ q / sqrt\(d_k\)")
+    named(lesson01.single_query_attention, keys_range, r"Python loop \(`for i in range\(len\(K\)\)`\)")
+    named(lesson01.single_query_attention, mapped, r"Python loop \(`map\(...\)`, a loop in disguise\)")
+
+    def queries_loop(Q, K, V):
+        rows = [ref.single_query_attention(q, K, V) for q in Q]
+        return np.stack([z for z, _ in rows]), np.stack([w for _, w in rows])
+
+    named(lesson01.attention, queries_loop, r"Python loop \(`for q in Q`\).*matrix form.*Q @ K.T / sqrt\(d_k\)")
+
+
+def test_a_loop_over_the_arguments_is_not_a_loop_over_the_data(capsys):
+    def converts(Q, K, V):
+        Q, K, V = (np.asarray(a, dtype=np.float64) for a in (Q, K, V))
+        return ref.attention(Q, K, V)
+
+    assert lesson01.attention(converts) is None
+    assert "✔" in capsys.readouterr().out
+
+
+def test_attention_softmax_without_the_maximum_is_named_on_large_scores():
+    def unstable(Q, K, V):
+        s = Q @ K.T / np.sqrt(Q.shape[-1])
+        w = np.exp(s) / np.exp(s).sum(axis=-1, keepdims=True)
+        return w @ V, w
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        named(lesson01.attention, unstable, r"NaN on large scores \(around 1000\).*subtract each row's maximum")

@@ -247,3 +247,72 @@ def test_sequence_loss_right_answers_with_another_pad_id_pass():
     for answer in (manual, transposed):
         outcome = lesson02.sequence_loss.evaluate(answer)
         assert outcome.passed, outcome.message
+
+
+# --- fresh slips (lesson02i): a pooled context, an extra function in the step, an unstable or capped loss ------
+def test_a_context_pooled_over_the_positions_is_named():
+    def mean_all(encoder, src, lengths):
+        h, _ = encoder.gru(encoder.embedding(src))
+        return h, h.mean(dim=1)
+
+    def mean_real(encoder, src, lengths):
+        h, _ = encoder(src, lengths)                      # zeros at the padding
+        return h, h.sum(1) / lengths[:, None]
+
+    def max_pool(encoder, src, lengths):
+        h, _ = encoder.gru(encoder.embedding(src))
+        return h, h.max(dim=1).values
+
+    def packed_last_column(encoder, src, lengths):
+        h, _ = encoder(src, lengths)
+        return h, h[:, -1]
+
+    named(lesson02.encoder_forward, mean_all, r"mean of the states over every position.*ONE state")
+    named(lesson02.encoder_forward, mean_real, r"mean of the states over each sequence's real tokens")
+    named(lesson02.encoder_forward, max_pool, r"max pooling.*ONE state")
+    named(lesson02.encoder_forward, packed_last_column, r"last column of the unpacked states.*zero vector")
+
+
+def test_a_function_between_the_embedding_and_the_gru_or_the_state_and_out_is_named():
+    def on_embedding(f):
+        def step(decoder, y_prev, s_prev):
+            _, s = decoder.gru(f(decoder.embedding(y_prev))[:, None, :], s_prev[None])
+            return decoder.out(s[0]), s[0]
+        return step
+
+    named(lesson02.decoder_step, on_embedding(F.relu), r"not the embedding of y_prev as it is: you put a ReLU")
+    named(lesson02.decoder_step, on_embedding(torch.tanh), r"you put a tanh on it.*E y_\{t-1\}")
+    named(lesson02.decoder_step, on_embedding(lambda x: x * x.shape[-1] ** 0.5), r"a scale by sqrt\(d_emb\)")
+
+    def tanh_state(decoder, y_prev, s_prev):
+        _, s = decoder.step(y_prev, s_prev)
+        return decoder.out(torch.tanh(s)), s
+
+    named(lesson02.decoder_step, tanh_state, r"logits come from a tanh of the new state.*decoder.out\(s\)")
+
+
+def test_an_unstable_or_capped_log_of_the_softmax_is_named():
+    def log_of_softmax(logits, tgt_out, pad_id=0):
+        log_p = torch.log(F.softmax(logits, dim=-1)).gather(-1, tgt_out[..., None])[..., 0]
+        return -log_p[tgt_out != pad_id].mean()
+
+    def plus_eps(logits, tgt_out, pad_id=0):
+        log_p = torch.log(F.softmax(logits, dim=-1) + 1e-9).gather(-1, tgt_out[..., None])[..., 0]
+        return -log_p[tgt_out != pad_id].mean()
+
+    def clamped(logits, tgt_out, pad_id=0):
+        p = F.softmax(logits, dim=-1).clamp(min=1e-12)
+        return F.nll_loss(p.log().transpose(1, 2), tgt_out, ignore_index=pad_id)
+
+    named(lesson02.sequence_loss, log_of_softmax, r"inf \(or NaN\) on confident logits.*F.log_softmax")
+    named(lesson02.sequence_loss, plus_eps, r"capped.*-log\(eps\)")
+    named(lesson02.sequence_loss, clamped, r"capped.*-log\(eps\)")
+
+
+def test_a_loss_in_float64_passes():
+    """In float64 a probability of exp(-200) is not 0: the log of the softmax stays finite and right there."""
+    def float64(logits, tgt_out, pad_id=0):
+        log_p = torch.log(F.softmax(logits.double(), dim=-1)).gather(-1, tgt_out[..., None])[..., 0]
+        return -log_p[tgt_out != pad_id].mean().float()
+
+    assert lesson02.sequence_loss.evaluate(float64).passed

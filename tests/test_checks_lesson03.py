@@ -242,3 +242,44 @@ def test_attention_decoder_step_fresh_mistakes():
 
     named(lesson03.attention_decoder_step, luong(alpha_too=True), "read with the NEW state.*return that alpha_t")
     named(lesson03.attention_decoder_step, luong(alpha_too=False), "read with the NEW state")
+
+
+def test_lesson03i_mistakes():
+    def nonlinearity(f):
+        return lambda s, h, W, v: f(_concat(s, h) @ W.T) @ v
+
+    def mask_reshaped(e, m):
+        return ref.masked_softmax(e, m.reshape(e.shape))
+
+    def mask_indexes(e, m):
+        e = e.clone()
+        e[~m] = torch.finfo(e.dtype).min
+        return torch.softmax(e, -1) * m
+
+    def h_reshaped(w, h):
+        B, T, d = h.shape
+        return (h.reshape(B, d, T) @ w[..., None])[..., 0]
+
+    def h_scrambled(w, h):
+        B, T, d = h.shape
+        return (w[..., None] * h.transpose(1, 2).reshape(B, T, d)).sum(1)
+
+    def state_through(f, logits_too=None):
+        def fn(decoder, y_prev, s_prev, h, mask):
+            c, alpha = decoder.attention(s_prev, h, mask)
+            s = f(decoder.gru(torch.cat([decoder.embedding(y_prev), c], -1), s_prev))
+            logits = decoder.out(torch.cat([s, c], -1))
+            return (logits_too or (lambda x: x))(logits), s, alpha
+        return fn
+
+    named(lesson03.additive_score, nonlinearity(torch.relu), "nonlinearity is relu instead of tanh")
+    named(lesson03.additive_score, nonlinearity(torch.sigmoid), "nonlinearity is sigmoid instead of tanh")
+    named(lesson03.masked_softmax, mask_reshaped, r"mask has shape \(2, 1, 5\), broadcastable.*masked_fill")
+    named(lesson03.masked_softmax, mask_indexes, r"mask has shape \(2, 1, 5\), broadcastable.*nor index")
+    named(lesson03.context_vector, h_reshaped, r"h is reshaped to \(B, d_h, T\) instead of transposed")
+    named(lesson03.context_vector, h_scrambled, "features are mixed.*transpose")
+    named(lesson03.attention_decoder_step, state_through(torch.tanh), "new state s went through an extra tanh")
+    named(lesson03.attention_decoder_step, state_through(torch.relu), "new state s went through an extra relu")
+    named(lesson03.attention_decoder_step, state_through(lambda x: x, lambda x: torch.log_softmax(x, -1)),
+          "returned log-probabilities")
+    named(lesson03.attention_decoder_step, state_through(lambda x: x, torch.tanh), "logits went through a tanh")

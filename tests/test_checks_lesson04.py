@@ -19,7 +19,6 @@ def additive_split(s, h, W_a, v_a):
 
 @pytest.mark.parametrize("check, reference", [
     (lesson04.cosine_score, ref.cosine_score),
-    (lesson04.additive_score, ref.additive_score),
     (lesson04.additive_score, additive_split),
     (lesson04.location_score, ref.location_score),
     (lesson04.general_score, ref.general_score),
@@ -68,6 +67,31 @@ def test_cosine_norms_over_the_wrong_axes(norm_s, norm_h, symptom):
         return beta * dot(unit_s, unit_h)
 
     named(lesson04.cosine_score, cosine, symptom + r".*own norm, taken over the features")
+
+
+@pytest.mark.parametrize("cosine, symptom", [
+    (lambda s, h, beta: beta * dot(s, h) / (s.norm(dim=-1) * h.norm(dim=-1)),
+     r"shape \(B,\) met one of shape \(B, T\).*T axis.*keepdim=True"),
+    (lambda s, h, beta: beta * dot(s / s.norm(dim=-1), h / h.norm(dim=-1, keepdim=True)),
+     r"norm taken without keepdim=True .* meets the feature axis"),
+    (lambda s, h, beta: beta * dot(s / s.norm(dim=-1, keepdim=True), h / h.norm(dim=-1)),
+     r"norm taken without keepdim=True .* meets the feature axis"),
+])
+def test_cosine_norm_without_keepdim_crash_is_named(cosine, symptom):
+    named(lesson04.cosine_score, cosine, symptom)
+
+
+def test_features_summed_separately():
+    """An einsum with different letters for the features of s and of h: (sum_k s_k)(sum_k h_ik)."""
+    symptom = r"s and h_i are summed separately.*ONE letter"
+    named(lesson04.dot_score, lambda s, h: torch.einsum("bd,bte->bt", s, h), symptom + r", 'bd,btd->bt'")
+    named(lesson04.scaled_dot_score, lambda s, h: torch.einsum("bd,bte->bt", s, h) / math.sqrt(s.shape[-1]),
+          symptom)
+    named(lesson04.cosine_score, lambda s, h, beta: beta * torch.einsum("bd,bte->bt", s, h)
+          / (s.norm(dim=-1, keepdim=True) * h.norm(dim=-1)), symptom)
+    named(lesson04.general_score, lambda s, h, W: torch.einsum("bd,de,btf->bt", s, W, h),
+          symptom + r", 'bd,de,bte->bt'")
+    named(lesson04.general_score, lambda s, h, W: torch.einsum("bc,de,bte->bt", s, W, h), symptom)
 
 
 def test_additive_mistakes():
@@ -150,6 +174,10 @@ def test_location_mistakes():
           r"returned weights \(a softmax over all max_len positions")
     named(lesson04.location_score, lambda s, W, T: (s[:1] @ W.T)[:, :T].expand(len(s), T),
           r"scored with the s of example 0")
+    named(lesson04.location_score, lambda s, W, T: (W[None] * s[:, None, :]).sum(dim=1)[:, :T],
+          r"summed over the positions i instead of the features k")
+    named(lesson04.location_score, lambda s, W, T: torch.einsum("bd,td->bd", s, W)[:, :T],
+          r"summed over the positions i instead of the features k")
 
 
 def test_general_mistakes():
@@ -333,3 +361,9 @@ def test_reinforce_planted_answer_without_mistake_passes(capsys):
 def test_reinforce_mistakes(mistake, symptom):
     with pytest.raises(ExerciseError, match=re.escape(symptom)):
         lesson04.reinforce_loss(reinforce_planted(mistake))
+
+
+def test_additive_score_built_with_the_concatenation_is_named():
+    """Lesson 03's way (the concatenation [s; h_i] for every position) gives the right scores; the exercise is to do
+    without it, and the check measures the largest tensor built."""
+    named(lesson04.additive_score, ref.additive_score, r"builds the concatenation \[s; h_i\] for every position")

@@ -523,3 +523,98 @@ def _heads_slices_fixed_three(raw, M, S):
 ])
 def test_head_parameters_slips(fn, words):
     named(check.head_parameters, fn, words)
+
+
+# ------------------------------------------------- the slips of tests/fresh_slips/lesson05i.py, as families
+def _write_subtracts_add(memory, w, e, a):
+    W = w.unsqueeze(-1)
+    return memory * (1 - W * e.unsqueeze(-2)) - W * a.unsqueeze(-2)
+
+
+def _write_add_squared_weight(memory, w, e, a):            # another wrong add step
+    W = w.unsqueeze(-1)
+    return memory * (1 - W * e.unsqueeze(-2)) + W ** 2 * a.unsqueeze(-2)
+
+
+def _write_erase_sqrt_weight(memory, w, e, a):             # another wrong erase step
+    W = w.unsqueeze(-1)
+    return memory * (1 - W.sqrt() * e.unsqueeze(-2)) + W * a.unsqueeze(-2)
+
+
+@pytest.mark.parametrize("fn, words", [
+    (_write_subtracts_add, r"subtracted the add term"),
+    (_write_add_squared_weight, r"with e = 0 \(nothing erased\).*the add step is wrong"),
+    (_write_erase_sqrt_weight, r"with a = 0 \(nothing added\).*the erase step is wrong"),
+])
+def test_memory_write_steps(fn, words):
+    named(check.memory_write, fn, words)
+
+
+def _cos_norms_added(k, memory, eps=1e-8):
+    return _cos(_dot(k, memory), memory.norm(dim=-1) + k.norm(dim=-1, keepdim=True))
+
+
+def _cos_root_of_norms(k, memory, eps=1e-8):               # any denominator that is not |k| |M(i)|
+    return _cos(_dot(k, memory), (memory.norm(dim=-1) * k.norm(dim=-1, keepdim=True)).sqrt())
+
+
+@pytest.mark.parametrize("fn, words", [
+    (_cos_norms_added, r"added the two norms.*PRODUCT"),
+    (_cos_root_of_norms, r"scaled by 4 .* only on the directions"),
+])
+def test_cosine_denominators(fn, words):
+    named(check.cosine_similarity, fn, words)
+
+
+def _content_exp_over_sum(k, beta, memory):
+    x = torch.exp(beta * ref.cosine_similarity(k, memory))
+    return x / x.sum(-1, keepdim=True)
+
+
+def test_content_addressing_overflows():
+    named(check.content_addressing, _content_exp_over_sum, r"large key strength.*overflows float32")
+
+
+@pytest.mark.parametrize("fn, words", [
+    (lambda w_c, w_prev, g: ref.interpolate(w_c, w_prev, torch.sigmoid(g)), r"applied a sigmoid to g"),
+    (lambda w_c, w_prev, g: ref.interpolate(w_c, w_prev, g ** 2), r"another weight than g"),
+    (lambda w_c, w_prev, g: g * w_c + (1 - g) * w_prev.roll(1, -1), r"with g = 0 the result should be w_prev"),
+])
+def test_interpolate_gate(fn, words):
+    named(check.interpolate, fn, words)
+
+
+def _shift_indexed_by_k(w, s):
+    R = s.shape[-1] // 2
+    return sum(s[..., k, None] * torch.roll(w, k, dims=-1) for k in range(-R, R + 1))
+
+
+def _shift_two_swapped(w, s):
+    order = list(range(s.shape[-1]))
+    order[0], order[1] = 1, 0
+    return ref.shift(w, s[..., order])
+
+
+@pytest.mark.parametrize("fn, words", [
+    (_shift_indexed_by_k, r"indexed s by the shift k.*k \+ R"),
+    (_shift_two_swapped, r"weights of s go with the wrong shifts"),
+])
+def test_shift_pairings(fn, words):
+    named(check.shift, fn, words)
+
+
+def _heads_s_dim1(raw, M, S):
+    k, beta, g, s, gamma = torch.split(raw, [M, 1, 1, S, 1], dim=-1)
+    return k, F.softplus(beta), torch.sigmoid(g), torch.softmax(s, 1), 1 + F.softplus(gamma)
+
+
+@pytest.mark.parametrize("fn, words", [
+    (_heads_s_dim1, r"s: softmax over the wrong axis.*LAST axis"),
+    (lambda raw, M, S: _heads(raw, M, S, beta_fn=torch.relu), r"beta uses relu.*softplus"),
+    (lambda raw, M, S: _heads(raw, M, S, beta_fn=torch.abs), r"beta uses abs.*softplus"),
+    (lambda raw, M, S: _heads(raw, M, S, g_fn=lambda x: x.clamp(0, 1)), r"g uses a clamp to \[0, 1\].*sigmoid"),
+    (lambda raw, M, S: _heads(raw, M, S, g_fn=lambda x: torch.softmax(x, -1)), r"g uses a softmax.*always 1"),
+    (lambda raw, M, S: _heads(raw, M, S, gamma_fn=lambda x: 1 + torch.relu(x)), r"gamma uses 1 \+ relu"),
+])
+def test_head_activations(fn, words):
+    named(check.head_parameters, fn, words)

@@ -48,6 +48,19 @@ def test_pointer_scores_broadcast_and_projection_mistakes_are_named(wrong, sympt
     named(check.pointer_scores, wrong, symptom)
 
 
+@pytest.mark.parametrize("wrong, symptom", [
+    (lambda h, s, W_h, W_s, v: (torch.tanh(h @ W_h) + torch.tanh(s @ W_s).unsqueeze(1)) @ v,
+     "tanh is applied to each projection separately"),
+    (lambda h, s, W_h, W_s, v: (torch.tanh(h @ W_h) + (s @ W_s).unsqueeze(1)) @ v, "tanh is applied to W_h h_j only"),
+    (lambda h, s, W_h, W_s, v: (h @ W_h + torch.tanh(s @ W_s).unsqueeze(1)) @ v, "tanh is applied to W_s s only"),
+    (lambda h, s, W_h, W_s, v: torch.tanh(h @ W_h * (s @ W_s).unsqueeze(1)) @ v, "projections are multiplied, "),
+    (lambda h, s, W_h, W_s, v: (h @ W_h * (s @ W_s).unsqueeze(1)) @ v,
+     "projections are multiplied and the tanh is missing"),
+])
+def test_pointer_scores_misplaced_tanh_and_product_are_named(wrong, symptom):
+    named(check.pointer_scores, wrong, symptom)
+
+
 def test_pointer_scores_not_implemented():
     with prints_not_implemented():
         check.pointer_scores(not_implemented)
@@ -200,7 +213,18 @@ def step_argmax_over_batch(model, h, state, inp, mask):
     return weights, j, new_mask, (s, c)
 
 
+def _step_points_with_cell(new):
+    def step(model, h, state, inp, mask):
+        s, c = model.decoder(inp, state)
+        weights = model.pointer(h, c if new else state[1], mask)   # mistake: the cell state, not the hidden one
+        j = weights.argmax(dim=-1)
+        return weights, j, mask & ~F.one_hot(j, mask.shape[-1]).bool(), (s, c)
+    return step
+
+
 @pytest.mark.parametrize("wrong, symptom", [
+    (_step_points_with_cell(new=True), r"uses the cell state c_i: .* point with s"),
+    (_step_points_with_cell(new=False), r"uses the cell state c_\{i-1\} passed in"),
     (_step_with(lambda state: ()), "called without the state"),              # model.decoder(inp)
     (_step_with(lambda state: (state[::-1],)), r"passed to the decoder cell as \(c, s\)"),
     (step_argmax_over_batch, r"argmax over the batch axis \(dim=0\)"),

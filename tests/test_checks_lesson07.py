@@ -119,6 +119,23 @@ def test_padding_mask_mistakes(mistake, symptom):
         lesson07.padding_mask(mistake)
 
 
+def _mask_from_lengths(tokens, pad_id):
+    lengths = (tokens != pad_id).sum(dim=1)                      # mistake: assumes the padding is at the end
+    return (torch.arange(tokens.size(1))[None, :] < lengths[:, None])[:, None, None, :]
+
+
+def _mask_up_to_first_pad(tokens, pad_id):
+    return (tokens != pad_id).cumprod(dim=1).bool()[:, None, None, :]   # mistake: stops at the first pad
+
+
+@pytest.mark.parametrize("mistake, symptom", [
+    (_mask_from_lengths, r"first n positions .* padded on the LEFT"),
+    (_mask_up_to_first_pad, r"positions before its first pad.* padded on the LEFT"),
+])
+def test_padding_mask_that_assumes_right_padding_is_named(mistake, symptom):
+    named(lesson07.padding_mask, mistake, symptom)
+
+
 def test_the_causal_mask_exercise_does_not_give_its_answer():
     """Exercise 2 describes the mask; neither the learner's notebook (up to the exercise) nor the masks
     diagram writes the code (`~torch.triu(...)`)."""

@@ -267,7 +267,20 @@ class ViewAfterTranspose(Reference):
         return self.w_o(out.transpose(1, 2).view(query.size(0), query.size(1), -1))
 
 
+class ResidualOfQuery(Reference):
+    def forward(self, query, key, value, mask=None):
+        return query + super().forward(query, key, value, mask)
+
+
+class ResidualOfValue(Reference):
+    def forward(self, query, key, value, mask=None):
+        out = super().forward(query, key, value, mask)
+        return out + value if value.shape == out.shape else out + query
+
+
 @pytest.mark.parametrize("cls, symptom", [
+    (ResidualOfQuery, "residual connection is added: the output is `query`"),
+    (ResidualOfValue, "residual connection is added"),
     (KeysFromQueryWhenLonger, "keys and the values have different lengths.*self.w_k\\(key\\)"),
     (OneHead, "heads are never split"),
     (DHeadHeads, "split into d_head = \\d+ heads of num_heads = \\d+ features"),
@@ -288,6 +301,19 @@ def pe_exp_log_no_minus(max_len, d_model):
     return pe
 
 
+def pe_floor_division(max_len, d_model):
+    """`2 * i // d_model` is 0 for every i: every pair has the frequency 1."""
+    i = torch.arange(d_model // 2)
+    angle = torch.arange(max_len)[:, None] / 10000.0 ** (2 * i // d_model)
+    return torch.stack([angle.sin(), angle.cos()], dim=-1).reshape(max_len, d_model).float()
+
+
+def pe_one_frequency(max_len, d_model):
+    """Another frequency, but one for every pair (an exponent that does not depend on i)."""
+    angle = torch.arange(max_len, dtype=torch.float32)[:, None].repeat(1, d_model // 2) / 10000.0 ** 0.5
+    return torch.stack([angle.sin(), angle.cos()], dim=-1).reshape(max_len, d_model)
+
+
 def pe_numpy(max_len, d_model):
     return ref.sinusoidal_positional_encoding(max_len, d_model).double().numpy()
 
@@ -295,6 +321,8 @@ def pe_numpy(max_len, d_model):
 @pytest.mark.parametrize("answer, symptom", [
     (lambda max_len, d_model: lesson08._pe(max_len, d_model, "double").float(), "exponent is doubled"),
     (pe_exp_log_no_minus, "position is multiplied by 10000"),
+    (pe_floor_division, "every pair of columns \\(2i, 2i\\+1\\) has the same frequency"),
+    (pe_one_frequency, "every pair of columns \\(2i, 2i\\+1\\) has the same frequency"),
     (lambda max_len, d_model: ref.sinusoidal_positional_encoding(max_len, d_model).double(),
      "returned float64: return a float32 torch tensor"),
     (pe_numpy, "returned a numpy.ndarray: return a float32 torch tensor"),

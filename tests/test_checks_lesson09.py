@@ -60,6 +60,7 @@ def ffn_mistake(kind):
     ("order", "wrong order"),
     ("W_1.T", "W_1 is transposed"),
     ("W_2.T", "W_2 is transposed"),
+    ("both.T", "W_1 and W_2 are both transposed"),
     ("dropout_output", "dropout is applied to the output"),
     ("dropout_input", "dropout is applied to the input"),
     ("F.dropout", "active at evaluation"),
@@ -78,6 +79,16 @@ def test_feed_forward_without_dropout_in_training_is_named():
         return torch.relu(x @ self.W_1 + self.b_1) @ self.W_2 + self.b_2
     with pytest.raises(ExerciseError, match="no dropout"):
         lesson09.feed_forward(layer_class(lesson09.FeedForward, forward))
+
+
+def test_feed_forward_with_weights_multiplied_the_wrong_way_round_is_named():
+    """F.linear with the (d_model, d_ff) matrices, where d_ff != d_model (right only where they are square): torch's
+    crash is named."""
+    def forward(self, x):
+        if self.W_1.shape[0] == self.W_1.shape[1]:
+            return lesson09.FeedForward.forward(self, x)
+        return F.linear(self.dropout(torch.relu(F.linear(x, self.W_1, self.b_1))), self.W_2, self.b_2)
+    named(lesson09.feed_forward, layer_class(lesson09.FeedForward, forward), r"matrix product has mismatched shapes")
 
 
 def test_feed_forward_with_renamed_parameters_is_told_to_keep_init():
@@ -135,6 +146,11 @@ def test_encoder_layer_mistakes(mistake, symptom):
     (encoder_mistake("no_drop"), r"applies no dropout"),
     (encoder_mistake(one("no_drop", 1)), r"feed-forward network's output gets no dropout"),
     (encoder_mistake(one("drop_input", 0)), r"dropout1 is applied to the self-attention's input"),
+    (encoder_mistake(one("norm_output", 0)), r"norm1 is applied to the self-attention's output, inside the residual"),
+    (encoder_mistake(one("norm_output", 1)), r"norm2 is applied to the feed-forward network's output"),
+    (encoder_mistake("norm_output"), r"LayerNorms are applied to the sub-layers' outputs, inside the residuals"),
+    (encoder_mistake(order=(1, 0), norms=("norm2", "norm1")),
+     r"feed-forward network runs before the self-attention .*the LayerNorms in their places"),
 ])
 def test_encoder_layer_mistakes_are_named(mistake, symptom):
     named(lesson09.encoder_layer, mistake, symptom)
@@ -168,12 +184,14 @@ def test_encoder_layer_with_renamed_parameters_is_told_to_keep_init():
         lesson09.encoder_layer(Renamed)
 
 
-def decoder_mistake(kinds="ok", tgt=lambda m: m, memory_mask=lambda m: m, **how):
-    """A learner's decoder layer with a mistake (see encoder_mistake; `tgt`, `memory_mask`: what it does to them)."""
+def decoder_mistake(kinds="ok", tgt=lambda m: m, memory_mask=lambda m: m, swap_masks=False, **how):
+    """A learner's decoder layer with a mistake (see encoder_mistake; `tgt`, `memory_mask`: what it does to them;
+    `swap_masks`: tgt_mask given to the cross-attention, memory_mask to the self-attention)."""
     def forward(self, x, memory, tgt_mask=None, memory_mask_=None):
         norms = how.get("norms")
         extra = {**how, "norms": [getattr(self, n) for n in norms]} if norms else how
-        return decoder_output(self, x, memory, tgt(tgt_mask), memory_mask(memory_mask_), self.norm_first,
+        masks = (tgt(tgt_mask), memory_mask(memory_mask_))
+        return decoder_output(self, x, memory, *(masks[::-1] if swap_masks else masks), self.norm_first,
                               kinds=kinds, **extra)
     return layer_class(ref.DecoderLayer, forward)
 
@@ -202,8 +220,37 @@ def decoder_mistake(kinds="ok", tgt=lambda m: m, memory_mask=lambda m: m, **how)
     (decoder_mistake(norms=("norm1", "norm2", "norm2")), "feed-forward network uses norm2 instead of its own norm3"),
     (decoder_mistake(one("drop_sum", 1, 3)), "dropout2 is applied to the residual sum"),
     (decoder_mistake(one("no_drop", 2, 3)), "feed-forward network's output gets no dropout"),
+    (decoder_mistake(order=(1, 0, 2), norms=("norm2", "norm1", "norm3")),
+     "cross-attention runs before the masked self-attention .*the LayerNorms in their places"),
+    (decoder_mistake(one("norm_output", 1, 3)), "norm2 is applied to the cross-attention.s output, inside the"),
 ])
 def test_decoder_layer_mistakes(mistake, symptom):
+    named(lesson09.decoder_layer, mistake, symptom)
+
+
+def decoder_with_cross(cross):
+    """A decoder layer whose cross-attention is cross(self, y, memory, tgt_mask, memory_mask), right elsewhere."""
+    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+        parts = SimpleNamespace(**{name: getattr(self, name) for name in (
+            "self_attn", "norm1", "norm2", "norm3", "dropout1", "dropout2", "dropout3", "ff")})
+        parts.cross_attn = lambda y, *_: cross(self, y, memory, tgt_mask, memory_mask)
+        return decoder_output(parts, x, memory, tgt_mask, memory_mask, self.norm_first)
+    return layer_class(ref.DecoderLayer, forward)
+
+
+@pytest.mark.parametrize("mistake, symptom", [
+    (decoder_with_cross(lambda self, y, m, t, mm: self.cross_attn(m, y, y, mm)),
+     r"queries come from the memory and its keys and values from the decoder"),
+    (decoder_with_cross(lambda self, y, m, t, mm: self.cross_attn(m, m, m, mm)),
+     r"a tensor of the memory's length S=7 meets one of the decoder's length T=5"),
+    (decoder_with_cross(lambda self, y, m, t, mm: self.cross_attn(y, m, m, t)), r"the cross-attention got tgt_mask"),
+    (decoder_with_cross(lambda self, y, m, t, mm: self.cross_attn(y, y, y, mm)),
+     r"attention over the decoder's 5 positions got memory_mask"),
+    (decoder_mistake(swap_masks=True),
+     r"attention over the decoder's 5 positions got memory_mask"),
+])
+def test_decoder_layer_crashes_are_named(mistake, symptom):
+    """The queries, keys, values or masks mixed up: with S != T torch crashes, and the check names the mix-up."""
     named(lesson09.decoder_layer, mistake, symptom)
 
 
@@ -233,6 +280,9 @@ def test_decoder_layer_that_peeks_at_the_future_is_rejected():
     ("causal+1", "see the next one"),
     ("log_softmax", "returns log-probabilities"),
     ("softmax", "returns probabilities"),
+    ("future", r"causal mask is inverted \(True above the diagonal"),
+    ("future_and_self", r"causal mask is inverted \(True on and above the diagonal"),
+    ("inverted_tgt", r"target mask is inverted \(True at the future and at the padding"),
     (("pad", 0, "both"), "padding masks use the pad id 0 instead of model.pad_id"),
     (("pad", 0, "src"), "source padding mask uses the pad id 0"),
     (("pad", 2, "tgt"), "target padding mask uses the pad id 2"),

@@ -239,3 +239,39 @@ def test_beam_step_property_probes():
     # (on some inputs its choice is each beam's best token, a mistake the check lists)
     named(check.beam_step, ranks_by_log_probs,
           r"not the beam_size best of all K x V candidates|each beam kept only its own best token")
+
+
+# ---- the families named since the fresh slips of tests/fresh_slips/lesson10i.py -------------------
+def test_noam_grouped_warmup_power():
+    named(check.noam_lr, _noam(warm=lambda s, w: (s * w) ** -1.5), r"\(step \* warmup_steps\)\^-1.5: only warmup_steps")
+
+
+def test_loss_divided_by_a_size_of_the_batch():
+    named(check.label_smoothed_loss, _smoothed(reduce=lambda loss, keep: (loss * keep).sum() / keep.size(0)),
+          r"divided by the number of sentences B")
+    named(check.label_smoothed_loss, _smoothed(reduce=lambda loss, keep: (loss * keep).sum() / keep.size(1)),
+          r"divided by the sentence length T")
+
+
+def test_loss_uses_its_pad_id():
+    def hard_coded(logits, target, smoothing, pad_id):
+        return label_smoothed_loss(logits, target, smoothing, 0)
+
+    def ignore_zero(logits, target, smoothing, pad_id):
+        return torch.nn.functional.cross_entropy(logits.transpose(1, 2), target, ignore_index=0,
+                                                 label_smoothing=smoothing)
+
+    named(check.label_smoothed_loss, hard_coded, r"with pad_id = 5 .* hard-coded to 0")
+    named(check.label_smoothed_loss, ignore_zero, r"with pad_id = 5 .* hard-coded to 0")
+
+
+def test_beam_step_scores_without_a_token_axis():
+    without = r"scores \(K,\) was added to log_probs \(K, V\) without"
+    named(check.beam_step, _beam(combine=lambda s, lp: s + lp), without)
+
+    def row_when_square(scores, log_probs, beam_size):      # (the same slip where K == V broadcasts silently)
+        K, V = log_probs.shape
+        return _beam(combine=lambda s, lp: s + lp)(scores, log_probs, beam_size) if K == V else beam_step(
+            scores, log_probs, beam_size)
+
+    named(check.beam_step, row_when_square, without)

@@ -127,7 +127,7 @@ def _block(gamma_init=0.0, residual="x + γo", as_parameter=True, keep_weights=T
         def __init__(self, channels):
             if init_super:
                 super().__init__()
-            c = channels // 8 if c_bar == "//" else channels / 8
+            c = {"//": max(channels // 8, 1), "no floor": channels // 8, "/": channels / 8}[c_bar]
             self.f = nn.Conv2d(channels, c, 1, bias=bias)
             self.g = nn.Conv2d(channels, c, 1, bias=bias)
             self.h = nn.Conv2d(channels, values or c, 1, bias=bias)
@@ -164,7 +164,7 @@ def test_block_accepts_an_answer_written_from_scratch():
     class FromScratch(nn.Module):
         def __init__(self, channels):
             super().__init__()
-            c = channels // 8
+            c = max(channels // 8, 1)
             self.f, self.g = nn.Conv2d(channels, c, 1, bias=False), nn.Conv2d(channels, c, 1, bias=False)
             self.h, self.v = nn.Conv2d(channels, c, 1, bias=False), nn.Conv2d(c, channels, 1, bias=False)
             self.gamma = nn.Parameter(torch.zeros(1))
@@ -196,6 +196,8 @@ BLOCK_MISTAKES = [
     (dict(bias=True), "has a bias"),
     (dict(init_super=False), r"call super\(\).__init__\(\) first"),
     (dict(c_bar="/"), r"channels / 8 is a float .* channels // 8"),
+    (dict(c_bar="no floor"), r"SelfAttention2d\(4\) has self.f, self.g, self.h, self.v with 0 channels: .*"
+                             r"at least 1: c_bar = max\(channels // 8, 1\)"),
     (dict(weights="kernel"), r"takes the weight MATRICES: .*self.f.weight\[:, :, 0, 0\]"),
     (dict(order="fgvh"), "the matrices are passed in the wrong order"),
     (dict(returns="tuple"), "forward returns a tuple: it should return y"),

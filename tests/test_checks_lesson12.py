@@ -208,7 +208,7 @@ class Model(nn.Module):
         self.head = nn.Linear(d_model, vocab_size, bias=False)
         if self.kind == "copied":
             self.head.weight.data = self.embed.weight.data.clone()
-        elif self.kind != "untied":
+        elif self.kind not in ("untied", "untied_embed_matrix"):
             self.head.weight = self.embed.weight
 
     def forward(self, tokens):
@@ -233,7 +233,7 @@ class Model(nn.Module):
                 x = self.norm(x)
         if kind not in ("no_final_norm", "norm_before"):
             x = self.norm(x)
-        if kind == "embed_matrix":                        # tied through the embedding's matrix: fine
+        if kind in ("embed_matrix", "untied_embed_matrix"):   # the embedding's matrix: fine once self.head is tied
             return F.linear(x, self.embed.weight)
         logits = self.head(x)
         return logits.softmax(-1) if kind == "softmax" else logits
@@ -269,6 +269,7 @@ def test_a_learner_style_gpt_passes(kind):
     ("norm_every_block", "after EVERY block"),
     ("untied", "not tied to the embedding"),
     ("copied", "not tied to the embedding"),
+    ("untied_embed_matrix", r"the logits use the embedding matrix E, but self\.head is never tied to it in __init__"),
 ])
 def test_gpt_mistakes(kind, symptom):
     named(check.gpt, model(kind), symptom)

@@ -97,6 +97,8 @@ def _scores(prev_kind=None, ind_kind=None):
     (None, "ind_batch", "averaged over the batch as well"),
     (None, "ind_heads", "averaged over the heads as well"),
     (None, "ind_early", "induction queries are one position early"),
+    (None, "ind_late", "induction score leaves out the second copy's first query, t = L"),
+    ("prev_late", None, "previous-token score leaves out the first query, t = 1"),
 ])
 def test_score_mistakes(prev_kind, ind_kind, words):
     named(check.head_scores, _scores(prev_kind, ind_kind), words)
@@ -308,6 +310,7 @@ def test_sink_cache_in_the_wrong_order():
     ("half_identity", "not weighted equally"),
     ("elementwise", "element by element"),
     ("no_renorm", "rows of Ã = 0.5·I \\+ 0.5·A are not renormalised"),
+    ("renorm_before", "A's rows are renormalised before the identity is added"),
 ])
 def test_rollout_mistakes(kind, words):
     named(check.attention_rollout, lambda maps: check._rollout_variant(maps, kind), words)
@@ -317,3 +320,59 @@ def test_rollout_averaged_over_the_batch():
     def answer(maps):
         return rollout.attention_rollout(maps.transpose(1, 2))
     named(check.attention_rollout, answer, "over its HEADS")
+
+
+# --- the families named since the fresh slips of tests/fresh_slips/lesson14i.py ------------------------
+def ablation_one_position_late(model, tokens, layer, head, L):
+    clean = _second(model, tokens, L, slice(L + 1, 2 * L))
+    with induction.ablate_heads(model, [(layer, head)]):
+        return _second(model, tokens, L, slice(L + 1, 2 * L)) - clean
+
+
+def _zeroing_projection(part):
+    """The ablation that zeroes the head's queries (part 0) or keys (part 1) in a copy: rows and bias."""
+    def answer(model, tokens, layer, head, L):
+        ablated = copy.deepcopy(model)
+        attn = ablated.layers[layer].attn
+        lo = part * attn.d_model + head * attn.d_head
+        with torch.no_grad():
+            attn.in_proj.weight[lo:lo + attn.d_head] = 0
+            attn.in_proj.bias[lo:lo + attn.d_head] = 0
+        return _second(ablated, tokens, L) - _second(model, tokens, L)
+    return answer
+
+
+@pytest.mark.parametrize("answer, words", [
+    (ablation_one_position_late, "positions L\\+1 .. 2L-1 of loss_per_position, one too late"),
+    (_zeroing_projection(0), "zeroed the head's queries or keys"),
+    (_zeroing_projection(1), "zeroed the head's queries or keys"),
+])
+def test_ablation_mistakes_of_the_fresh_slips(answer, words):
+    named(check.ablation_effect, answer, words)
+
+
+def test_sink_cache_concatenated_along_the_features():
+    def answer(k, v, sinks, window):
+        t = k.size(-2)
+        if t <= sinks + window:
+            return k, v
+        return tuple(torch.cat([x[..., :sinks, :], x[..., t - window:, :]], dim=-1) for x in (k, v))
+    named(check.keep_sinks_and_window, answer, "wrong axis")
+
+
+@pytest.mark.parametrize("mix, words", [
+    (lambda k, v, cut: (cut(k, k), cut(v, k)), "the values v hold positions of k"),
+    (lambda k, v, cut: (cut(k, k), cut(k, v)), "the values v hold positions of k"),
+    (lambda k, v, cut: (cut(k, v), cut(v, v)), "the keys k hold positions of v"),
+    (lambda k, v, cut: (cut(k, k), cut(k, k)), "the values v hold positions of k"),
+])
+def test_sink_cache_copy_paste_between_k_and_v(mix, words):
+    def answer(k, v, sinks, window):
+        t = k.size(-2)
+        if t <= sinks + window:
+            return k, v
+
+        def cut(first, last):
+            return torch.cat([first[..., :sinks, :], last[..., t - window:, :]], dim=-2)
+        return mix(k, v, cut)
+    named(check.keep_sinks_and_window, answer, words)

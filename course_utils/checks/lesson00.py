@@ -2,17 +2,21 @@
 
 A designed input: the first test is square (T == d), where the mistakes that pair the weights with the vector's
 own axis d (`vectors @ weights`, `weights * vectors` without `[:, None]`) run and are named by their values
-(elsewhere they crash). The learner's own code, where it can be read (a notebook's function), is read for a
+(elsewhere they crash). Weights changed before the sum (a softmax, exp, a division, ...) are named by their values
+where listed (CHANGED_WEIGHTS), and otherwise by the weights an answer used, recovered from two square inputs
+(`weights_used`). The learner's own code, where it can be read (a notebook's function), is read for a
 Python loop (`for`, `while`, a comprehension); the grader's proxy of a learner's function has no code to read,
 and every input of T >= 1 gives a loop the same values, so there a loop is not seen.
 """
-import ast
-import inspect
-import textwrap
+import functools
+
+import numpy as np
 
 from .. import numpy_attention as ref
-from .core import ExerciseError, exercise
+from .core import ExerciseError, exercise, to_numpy
 from .evaluation import Evaluation
+from .expectations import explained
+from .loops import python_loop  # noqa: F401 - the tests call it from here
 
 WRITE_IT = ("write z = sum_i w_i x_i as one matrix product, `weights @ vectors` (or "
             "`(weights[:, None] * vectors).sum(axis=0)`)")
@@ -35,6 +39,8 @@ def mistakes(w, x):
         "z has shape (1, d): the weights became a (1, T) row; return a vector of shape (d,), `weights @ vectors` "
         "with weights of shape (T,)": (w @ x)[None, :],
     }
+    for symptom, changed in CHANGED_WEIGHTS:
+        found[f"{symptom}: {USE_AS_GIVEN}"] = changed(w) @ x
     if T == d:      # (elsewhere these crash: the shapes of the weights and of d do not fit)
         along_d = ("the weights are paired with the vector's own axis d, not with the positions i: `vectors @ "
                    "weights` (or `(weights * vectors).sum(axis=1)`) gives sum_j x_ij w_j, and runs only when T == "
@@ -50,26 +56,46 @@ def mistakes(w, x):
     return found
 
 
-def python_loop(answer):
-    """The first Python loop in `answer`'s own code, as a short text (`for w_i in weights`), or None: none, or
-    its code cannot be read (the grader's proxy of a learner's function, a function made by exec)."""
-    if not inspect.isfunction(answer):
+def _softmax(w):
+    e = np.exp(w - w.max())
+    return e / e.sum()
+
+
+USE_AS_GIVEN = ("the exercise gives you the weights w_i; use them as they are, `weights @ vectors`, without "
+                "normalising or transforming them first")
+# the weights changed before the sum (symptom, w -> the weights that mistake uses), named by their values
+CHANGED_WEIGHTS = [
+    ("the weights went through a softmax before the sum (z = sum_i softmax(w)_i x_i)", _softmax),
+    ("the weights went through exp before the sum (z = sum_i exp(w_i) x_i)", np.exp),
+    ("the weights were divided by their largest value before the sum", lambda w: w / w.max()),
+    ("the weights were squared before the sum", np.square),
+    ("the weights are paired with the vectors in reverse order (w_T with x_1)", lambda w: w[::-1]),
+]
+
+
+def weights_used(ev, answer, T):
+    """A probe (for `explained`): on two square inputs (T == d, invertible vectors x, x') with the same weights w,
+    an answer that is a weighted sum of the vectors with weights w' that depend on w alone gives the same
+    w' = solve(x^T, z) twice; when w' is not w (the weights changed before the sum: normalised, a softmax, a
+    power, ...), say so, or None."""
+    g = ev.rng(100)
+    w = g.random(T)
+    found = []
+    for x in (g.normal(size=(T, T)), g.normal(size=(T, T))):
+        try:
+            z = np.asarray(to_numpy(ev.call(answer, w, x)), dtype=np.float64)
+        except (ExerciseError, TypeError, ValueError):
+            return None
+        if z.shape != (T,) or not np.all(np.isfinite(z)):
+            return None
+        found.append(np.linalg.solve(x.T, z))
+    used = found[0]
+    if not np.allclose(found[0], found[1], atol=1e-6, rtol=1e-4) or np.allclose(used, w, atol=1e-6):
         return None
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(answer)))
-    except (OSError, TypeError, SyntaxError, IndentationError):   # (a lambda's line may not parse on its own)
-        return None
-    kind = ast.Lambda if answer.__name__ == "<lambda>" else (ast.FunctionDef, ast.AsyncFunctionDef)
-    own = [n for n in ast.walk(tree) if isinstance(n, kind) and getattr(n, "name", answer.__name__) == answer.__name__]
-    if len(own) != 1:
-        return None
-    for node in ast.walk(own[0]):
-        if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
-            target = node.target.elts if isinstance(node.target, ast.Tuple) else [node.target]
-            return f"`for {', '.join(ast.unparse(t) for t in target)} in {ast.unparse(node.iter)}`"
-        if isinstance(node, ast.While):
-            return f"`while {ast.unparse(node.test)}`"
-    return None
+    increasing = np.all(np.diff(used[np.argsort(w)]) >= -1e-9)
+    how = "an increasing function of w_i: rescaled, normalised, a softmax, a power?" if increasing else "not w_i"
+    return (f"z is a weighted sum of the vectors x_i, but with other weights than the given ones ({how}): "
+            f"{USE_AS_GIVEN}.")
 
 
 @exercise("weighted sum", reference=ref.weighted_sum)
@@ -80,7 +106,8 @@ def weighted_sum(ev: Evaluation, answer):
         g = ev.rng(seed)
         w, x = g.random(T), g.normal(size=(T, d))
         what = f"weighted_sum(weights {w.shape}, vectors {x.shape})"
-        ev.expect_close(ev.call(answer, w, x), ref.weighted_sum(w, x), what, mistakes=mistakes(w, x))
+        with explained(functools.partial(weights_used, ev, answer, 7)):
+            ev.expect_close(ev.call(answer, w, x), ref.weighted_sum(w, x), what, mistakes=mistakes(w, x))
         tests += 1
     loop = python_loop(answer)
     if loop:

@@ -5,8 +5,11 @@ square, so that a product with the wrong operand order (`h @ alpha`, `q @ K`) ru
 values (elsewhere it crashes); the scores of the attention checks are drawn again until every scale mistake
 gives weights of its own (a saturated softmax makes a missing and a doubled scale look alike); the softmax
 check and Bahdanau's step try large scores, where an exp without the maximum subtracted overflows. A crash on
-an axis the input does not have (`axis=1` on a 1-D array) is named.
+an axis the input does not have (`axis=1` on a 1-D array) is named. Past the values (lesson01_code.py): Bahdanau's
+weights that are a softmax of scaled scores are named with the scale; the two attention exercises read the learner's
+code for a Python loop over the data, and the matrix form also tries scores around 1000.
 """
+import functools
 import re
 
 import numpy as np
@@ -14,6 +17,8 @@ import numpy as np
 from .. import numpy_attention as ref
 from .core import ExerciseError, exercise, expect_distribution, expect_returns
 from .evaluation import Evaluation
+from .expectations import explained
+from .lesson01_code import python_loop, scaled_softmax
 
 AXIS_CRASH = re.compile(r"axis (-?\d+) is out of bounds for array of dimension (\d+)|Dimension out of range "
                         r"\(expected to be in range of \[-?\d+, (-?\d+)\], but got (-?\d+)\)")
@@ -118,6 +123,17 @@ def _context_mistakes(e, h, alpha):
     return mistakes
 
 
+def _alpha_mistakes(e):
+    """{symptom: alpha} for the weight mistakes learners make most (a scale of the scores: `scaled_softmax`)."""
+    return {
+        "alpha are the raw scores: turn them into weights with a softmax": e,
+        "alpha are normalised by their sum, not by a softmax (exponentiate first)": e / e.sum(),
+        "alpha are divided by their maximum instead of their sum: they must sum to 1": np.exp(e - e.max()),
+        "alpha contain NaN on large scores (e around 1000): np.exp(1000) overflows to inf, and inf / inf is "
+        "NaN; subtract the maximum before exp, as in your softmax (or call ref.softmax(e))": _no_max_softmax(e),
+    }
+
+
 @exercise("Bahdanau-style context vector", reference=ref.bahdanau_context)
 def bahdanau_context(ev: Evaluation, answer):
     """answer(e (T,), h (T, d)) -> (c (d,), alpha (T,)); the first test is square (T == d), the last has large
@@ -130,15 +146,8 @@ def bahdanau_context(ev: Evaluation, answer):
         c_ref, a_ref = ref.bahdanau_context(e, h)
         c, alpha = expect_returns(call(ev, answer, e, h), (c_ref, a_ref), ("c", "alpha"))
         what = "alpha for large scores (e around 1000)" if large else "alpha"
-        ev.expect_close(alpha, a_ref, what, mistakes={
-            "alpha are the raw scores: turn them into weights with a softmax": e,
-            "alpha are normalised by their sum, not by a softmax (exponentiate first)": e / e.sum(),
-            "alpha are divided by their maximum instead of their sum: they must sum to 1":
-                np.exp(e - e.max()),
-            "alpha contain NaN on large scores (e around 1000): np.exp(1000) overflows to inf, and inf / inf is "
-            "NaN; subtract the maximum before exp, as in your softmax (or call ref.softmax(e))":
-                _no_max_softmax(e),
-        })
+        with explained(functools.partial(scaled_softmax, alpha, e, what, {"d": d, "T": T})):
+            ev.expect_close(alpha, a_ref, what, mistakes=_alpha_mistakes(e))
         expect_distribution(alpha, "alpha")
         ev.expect_close(c, c_ref, "the context c", mistakes=_context_mistakes(e, h, a_ref))
         tests += 1
@@ -210,6 +219,11 @@ def single_query_attention(ev: Evaluation, answer):
             "z ignores the weights (a plain mean of the values): z = weights @ V": V.mean(axis=0),
         })
         tests += 1
+    loop = python_loop(answer)
+    if loop:
+        raise ExerciseError(f"your function goes over the data in a Python loop ({loop}), and the exercise asks for "
+                            "none: compute every score at once, K @ q / sqrt(d_k) (score i is q·k_i), then "
+                            "z = weights @ V; NumPy then runs the loop in compiled code.")
     return tests
 
 
@@ -259,4 +273,27 @@ def attention(ev: Evaluation, answer):
                        "weights"] = w_ref.T @ V
         ev.expect_close(Z, Z_ref, f"Z (T_q={T_q}, d_v={d_v})", mistakes=Z_mistakes)
         tests += 1
-    return tests
+    loop = python_loop(answer)
+    if loop:
+        raise ExerciseError(f"your function goes over the data in a Python loop ({loop}), and the exercise asks for "
+                            "the matrix form: all the scores at once, Q @ K.T / sqrt(d_k), a softmax over each row "
+                            "(axis=-1), then Z = weights @ V, with no loop over the queries or the keys.")
+    return tests + _large_scores(ev, answer)
+
+
+def _large_scores(ev, answer):
+    """Scores around 1000 (a shared component of Q and K adds 1000 to every score): a softmax without the maximum
+    subtracted overflows (exp(1000) = inf, inf / inf = NaN). Returns the number of tests (1)."""
+    g = ev.rng(10)
+    T_q, T_k, d_k, d_v = 3, 4, 4, 2
+    Q, K, V = g.normal(size=(T_q, d_k)), g.normal(size=(T_k, d_k)), g.normal(size=(T_k, d_v))
+    Q[:, 0], K[:, 0] = 40.0, 50.0 + K[:, 0] / 40        # 40 * 50 / sqrt(4) = 1000, and a spread of about 1
+    Z_ref, w_ref = ref.attention(Q, K, V)
+    Z, weights = expect_returns(call(ev, answer, Q, K, V), (Z_ref, w_ref), ("Z", "weights"))
+    ev.expect_close(weights, w_ref, "the weights for large scores (around 1000)", mistakes={
+        "the weights contain NaN on large scores (around 1000): np.exp(1000) overflows to inf, and inf / inf is "
+        "NaN; subtract each row's maximum before exp, as in your softmax (or call ref.softmax(scores))":
+            _no_max_softmax(Q @ K.T / np.sqrt(d_k)),
+    })
+    ev.expect_close(Z, Z_ref, "Z for large scores (around 1000)")
+    return 1

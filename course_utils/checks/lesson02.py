@@ -1,5 +1,9 @@
 """Checks for lesson 02: the seq2seq encoder-decoder (encoder forward, one decoder step, the loss).
-Their typical mistakes (named crashes, wrong losses, a cut gradient) are in lesson02_mistakes.py."""
+Their typical mistakes (named crashes, wrong losses, a cut gradient, a context pooled over the positions, a function
+put on the embedding or the state) are in lesson02_mistakes.py; the loss also meets confident logits (a logit 200
+above the others), where a log of the softmax gives -inf."""
+import functools
+
 import torch
 
 from .. import recurrent as ref
@@ -12,14 +16,20 @@ from .core import (
     single_threaded,
 )
 from .evaluation import Evaluation
+from .expectations import explained
 from .lesson02_mistakes import (
     DECODER_ERRORS,
     ENCODER_ERRORS,
+    LOG_OF_SOFTMAX,
     LOSS_ERRORS,
     LOSS_NO_GRAD,
     call_naming,
+    capped_loss,
+    confident_logits,
+    context_mistakes,
     decoder_gradients,
     loss_mistakes,
+    step_mistakes,
     time_major_states,
 )
 
@@ -82,6 +92,7 @@ def encoder_forward(ev: Evaluation, answer):
             "s is the state after the FIRST token: the context is the state after the last real token":
                 unpacked[:, 0],
             "s has an extra leading axis (num_layers): return h_n[0] (shape (B, d_hidden))": s_ref[None],
+            **context_mistakes(unpacked, h_ref, src, lens, PAD_ID),
         })
         tests += 1
     return tests
@@ -104,6 +115,7 @@ def decoder_step(ev: Evaluation, answer):
             logits, s = expect_returns(call_naming(ev, DECODER_ERRORS, answer, decoder, y_prev, s_prev.clone()),
                                        (logits_ref, s_ref), ("logits", "s"))
             x = decoder.embedding(y_prev)[:, None, :]
+            changed_input, changed_state = step_mistakes(decoder, y_prev, s_prev)
             ev.expect_close(s, s_ref, f"the new state s (B={B})", mistakes={
                 "s is the previous state: return the state the GRU computes from y_prev and s_prev":
                     s_prev,
@@ -113,6 +125,7 @@ def decoder_step(ev: Evaluation, answer):
                 "decoder.gru(x, s_prev[None])": decoder.gru(x)[1][0],
                 "s has an extra leading axis (num_layers): the GRU returns its state as (1, B, d_hidden); "
                 "take s[0]": s_ref[None],
+                **changed_input,
             })
             ev.expect_close(logits, logits_ref, f"the logits (B={B})", mistakes={
                 "the logits come from the previous state s_prev: project the NEW state, "
@@ -123,6 +136,7 @@ def decoder_step(ev: Evaluation, answer):
                     torch.log_softmax(logits_ref, -1),
                 "the logits have an extra axis of length 1 (the GRU's sequence axis): return logits of "
                 "shape (B, vocab), e.g. decoder.out(s) with s of shape (B, d_hidden)": logits_ref[:, None],
+                **changed_state,
             })
         tests += 1
     decoder_gradients(ev, answer, decoder, y_prev, s_prev)       # no detach: training goes back through s_prev
@@ -152,4 +166,22 @@ def sequence_loss(ev: Evaluation, answer):
                         mistakes=loss_mistakes(logits, tgt_out, pad_id))
         expect(loss.requires_grad, LOSS_NO_GRAD)
         tests += 1
-    return tests
+    return tests + _confident_loss(ev, answer)
+
+
+def _confident_loss(ev, answer):
+    """Confident logits (a logit 200 above the others, not on the target): the true loss is about 200 per token,
+    and a log of the softmax gives log(0) = -inf. Returns the number of tests (1)."""
+    g = ev.rng(20)
+    lengths = [4, 2, 3]
+    tgt_out, _ = _tokens(g, lengths)
+    logits = confident_logits(g, tgt_out, VOCAB).requires_grad_()
+    loss = call_naming(ev, LOSS_ERRORS, answer, logits, tgt_out.clone(), PAD_ID)
+    with torch.no_grad():
+        expected = ref.sequence_loss(logits, tgt_out, PAD_ID)
+        log_p = torch.log(torch.softmax(logits, -1)).gather(-1, tgt_out[..., None])[..., 0]
+        unstable = -(log_p[tgt_out != PAD_ID]).mean()
+    with explained(functools.partial(capped_loss, loss, expected)):
+        ev.expect_close(torch.as_tensor(loss).reshape(()), expected, f"the loss on confident logits (a logit 200 "
+                        f"above the others, target lengths {lengths})", mistakes={LOG_OF_SOFTMAX: unstable})
+    return 1

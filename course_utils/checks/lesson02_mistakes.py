@@ -125,3 +125,74 @@ def decoder_gradients(ev, answer, decoder, y_prev, s_prev):
         (got * weights).sum().backward()
         (expected * weights).sum().backward()
         expect(leaf.grad is not None and torch.allclose(leaf.grad, leaf_ref.grad, atol=1e-5, rtol=1e-4), symptom)
+
+
+ONE_STATE = ("the context is ONE state, the one after each sequence's last real token (index lengths - 1, or h_n[-1] "
+             "of a packed GRU); do not pool the states over the positions")
+
+
+@torch.no_grad()
+def context_mistakes(unpacked, h, src, lengths, pad_id):
+    """{symptom: s} for a context s pooled over the positions (a mean, a sum, a max; padding included or not) and
+    for the last column of the packed-then-unpacked states h (zeros past each length). unpacked: the GRU's states
+    over the padding too; h: the reference's states, zeros at the padding."""
+    real = (src != pad_id)[..., None].to(unpacked.dtype)
+    n = lengths.to(unpacked.dtype)[:, None]
+    return {
+        f"s is the mean of the states over every position, padding included: {ONE_STATE}": unpacked.mean(1),
+        f"s is the mean of the states over the positions, the padding counted as zeros: {ONE_STATE}": h.mean(1),
+        f"s is the mean of the states over each sequence's real tokens: {ONE_STATE}": (unpacked * real).sum(1) / n,
+        f"s is the sum of the states over the positions: {ONE_STATE}": unpacked.sum(1),
+        f"s is the sum of the states over each sequence's real tokens: {ONE_STATE}": (unpacked * real).sum(1),
+        f"s is the largest value of each feature over the positions (a max pooling): {ONE_STATE}":
+            unpacked.max(1).values,
+        "s is the last column of the unpacked states, h[:, -1]: pad_packed_sequence fills the positions past each "
+        "length with zeros, so for every sequence shorter than S it is a zero vector; take the state at index "
+        "lengths - 1, or h_n[-1], the packed GRU's final state": h[:, -1],
+    }
+
+
+EMBEDDING_CHANGED = ("the GRU's input is not the embedding of y_prev as it is: {}; the step is s_t = GRU(s_{{t-1}}, "
+                     "E y_{{t-1}}): feed decoder.embedding(y_prev)[:, None, :] itself")
+STATE_CHANGED = ("the logits come from {} of the new state: the logits are W_out s_t, decoder.out(s), with no "
+                 "function between the state and decoder.out")
+
+
+@torch.no_grad()
+def step_mistakes(decoder, y_prev, s_prev):
+    """({symptom: s}, {symptom: logits}) for an extra function put on the embedding before the GRU, or on the new
+    state before decoder.out (a ReLU, a tanh, a sigmoid, a scale by sqrt(d_emb))."""
+    x = decoder.embedding(y_prev)[:, None, :]
+    d_emb = x.shape[-1]
+    changes = {"a ReLU": torch.relu, "a tanh": torch.tanh, "a sigmoid": torch.sigmoid,
+               "a scale by sqrt(d_emb)": lambda t: t * d_emb ** 0.5}
+    states = {EMBEDDING_CHANGED.format(f"you put {name} on it"): decoder.gru(f(x), s_prev[None])[1][0]
+              for name, f in changes.items()}
+    s = decoder.gru(x, s_prev[None])[1][0]
+    logits = {STATE_CHANGED.format(name): decoder.out(f(s)) for name, f in list(changes.items())[:3]}
+    return states, logits
+
+
+LOG_OF_SOFTMAX = ("the loss is inf (or NaN) on confident logits: torch.log(torch.softmax(...)) underflows, a "
+                  "probability of exp(-200) is 0 in float32 and its log is -inf; use F.log_softmax(logits, dim=-1), "
+                  "which computes log p = z - logsumexp(z) stably (or F.cross_entropy on the logits)")
+
+
+@torch.no_grad()
+def confident_logits(g, tgt_out, vocab):
+    """Logits (B, T, vocab) whose every position puts a logit 200 above the others on a class that is not its
+    target: the true loss is about 200 per token, and softmax gives the target a probability of 0 in float32."""
+    logits = torch.as_tensor(g.normal(size=(*tgt_out.shape, vocab)) * 2, dtype=torch.float32)
+    wrong = (tgt_out + 1) % vocab
+    logits.scatter_add_(-1, wrong[..., None], torch.full((*tgt_out.shape, 1), 200.0))
+    return logits
+
+
+def capped_loss(loss, expected):
+    """A probe: on confident logits, a finite loss below the true one (log(p + eps), or p clamped): a message."""
+    got, want = float(torch.as_tensor(loss).detach()), float(expected)
+    if not (torch.isfinite(torch.tensor(got)) and got < 0.9 * want):
+        return None
+    return (f"the loss on confident logits is capped ({got:.3g} instead of {want:.3g}): log(softmax + eps), or "
+            "probabilities clamped before the log, cut the loss of a confident wrong prediction at -log(eps); use "
+            "F.log_softmax(logits, dim=-1) (or F.cross_entropy on the logits), which needs no eps.")

@@ -26,9 +26,12 @@ from .lesson03_mistakes import (
     h_mistakes,
     index_errors,
     large_scores,
+    mask_shape_errors,
     matmul_errors,
+    mixes_features,
     mixes_sequences,
     other_axes,
+    other_nonlinearities,
 )
 
 
@@ -116,6 +119,7 @@ def additive_score(ev: Evaluation, answer):
             "v_a is missing: the hidden units are summed; multiply by v_a, tanh(...) @ v_a": hidden.sum(-1),
             "e keeps the d_a hidden units: multiply tanh(W_a [s; h_i]) by v_a to get one score per position":
                 hidden,
+            **other_nonlinearities(torch.cat([s_rep, h], -1) @ W_a.T, v_a),
         }
         with explained(functools.partial(mixes_sequences, ev, answer, s, h, W_a, v_a)):
             ev.expect_close(e, ref.additive_score(s, h, W_a, v_a), f"e (B={B}, T={T}, d_s={d_s}, d_h={d_h})",
@@ -137,7 +141,7 @@ def masked_softmax(ev: Evaluation, answer):
         if seed == 1:
             mask[1] = False                                        # one fully masked row,
             mask[0, -1] = False                                    # and a row that is only partly masked
-        weights = ev.call(answer, scores.clone(), mask.clone())
+        weights = call_naming(ev, mask_shape_errors(shape, mask_shape), answer, scores.clone(), mask.clone())
         expect_shape(weights, shape, f"the weights (scores of shape {shape})")
         expected = ref.masked_softmax(scores, mask)
         inverted = ref.masked_softmax(scores, ~mask)
@@ -194,26 +198,35 @@ def context_vector(ev: Evaluation, answer):
         h = randn(g, B, T, d)
         c = ev.call(answer, weights, h)
         what = f"c (B={B}, T={T}, d_h={d}" + (", a row of zero weights)" if zero_row else ")")
-        ev.expect_close(c, ref.context_vector(weights, h), what, mistakes={
-            "the weights went through a softmax again: they already are the attention weights alpha (a softmax "
-            "of the scores); use them as they are, c = sum_i alpha_i h_i":
-                ref.context_vector(torch.softmax(weights, -1), h),
-            "c is NaN for a row of zero weights (a fully masked source): the weights were divided by their sum, "
-            "0/0; use them as they are, c = sum_i alpha_i h_i (0 for such a row)":
-                ref.context_vector(weights / weights.sum(1, keepdim=True), h),
-            "c ignores the weights (a plain mean of h): c = sum_i alpha_i h_i": h.mean(1),
-            "c is a mean of alpha_i h_i: SUM over the source positions (the weights already sum to 1)":
-                (weights[..., None] * h).mean(1),
-            "c sums over the feature axis: sum over the source positions (axis 1), keep d_h":
-                (weights[..., None] * h).sum(-1),
-            "c keeps the source axis: sum alpha_i h_i over the positions i (axis 1)":
-                weights[..., None] * h,
-            "weights @ h mixes the sequences of the batch (a (B, T) matrix times a batch of (T, d_h) ones "
-            "gives (B, B, d_h)): multiply each sequence's weights with its own states, "
-            "(weights[:, None, :] @ h)[:, 0] or torch.einsum('bt,btd->bd', weights, h)": weights @ h,
-        })
+        with explained(functools.partial(mixes_features, ev, answer, weights, h)):
+            _expect_context(ev, c, weights, h, what)
         tests += 1
     return tests
+
+
+def _expect_context(ev, c, weights, h, what):
+    B, T, d = h.shape
+    ev.expect_close(c, ref.context_vector(weights, h), what, mistakes={
+        "the weights went through a softmax again: they already are the attention weights alpha (a softmax "
+        "of the scores); use them as they are, c = sum_i alpha_i h_i":
+            ref.context_vector(torch.softmax(weights, -1), h),
+        "c is NaN for a row of zero weights (a fully masked source): the weights were divided by their sum, "
+        "0/0; use them as they are, c = sum_i alpha_i h_i (0 for such a row)":
+            ref.context_vector(weights / weights.sum(1, keepdim=True), h),
+        "c ignores the weights (a plain mean of h): c = sum_i alpha_i h_i": h.mean(1),
+        "c is a mean of alpha_i h_i: SUM over the source positions (the weights already sum to 1)":
+            (weights[..., None] * h).mean(1),
+        "c sums over the feature axis: sum over the source positions (axis 1), keep d_h":
+            (weights[..., None] * h).sum(-1),
+        "c keeps the source axis: sum alpha_i h_i over the positions i (axis 1)":
+            weights[..., None] * h,
+        "weights @ h mixes the sequences of the batch (a (B, T) matrix times a batch of (T, d_h) ones "
+        "gives (B, B, d_h)): multiply each sequence's weights with its own states, "
+        "(weights[:, None, :] @ h)[:, 0] or torch.einsum('bt,btd->bd', weights, h)": weights @ h,
+        "h is reshaped to (B, d_h, T) instead of transposed: reshape (or view) keeps the memory order, so it "
+        "scrambles positions and features; use h.transpose(1, 2) @ weights[..., None], or "
+        "(weights[:, None, :] @ h)[:, 0]": (h.reshape(B, d, T) @ weights[..., None])[..., 0],
+    })
 
 
 def _attention_decoder_step(decoder, y_prev, s_prev, h, mask):
@@ -256,6 +269,9 @@ def attention_decoder_step(ev: Evaluation, answer):
                 "the GRU input is [c_t; embedding]: concatenate [embedding(y_prev); c_t] in that order":
                     decoder.gru(torch.cat([c_ref, x], -1), s_prev),
                 "the state s is the previous state: update it with the GRU cell": s_prev,
+                **{f"the new state s went through an extra {name}: the GRU cell's output already is the new state, "
+                   "s_t = decoder.gru([embedding(y_prev); c_t], s_prev); use it as it is": f(s_ref)
+                   for name, f in (("tanh", torch.tanh), ("relu", torch.relu), ("sigmoid", torch.sigmoid))},
             })
             ev.expect_close(logits, logits_ref, f"the logits (source lengths {lengths})", mistakes={
                 "the logits come from the previous state: use decoder.out([s_t; c_t]) with the NEW state":
@@ -264,6 +280,10 @@ def attention_decoder_step(ev: Evaluation, answer):
                     decoder.out(torch.cat([c_ref, s_ref], -1)),
                 "you returned probabilities: return the logits, without a softmax":
                     torch.softmax(logits_ref, -1),
+                "you returned log-probabilities: return the logits, without a log_softmax":
+                    torch.log_softmax(logits_ref, -1),
+                "the logits went through a tanh: return decoder.out([s_t; c_t]) as it is, without an activation":
+                    torch.tanh(logits_ref),
                 LUONG.replace("; return that alpha_t", ""): decoder.out(torch.cat([s_ref, c_new], -1)),
             })
         tests += 1

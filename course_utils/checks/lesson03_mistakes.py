@@ -1,10 +1,12 @@
 """Lesson 03's typical slips that its checks name beyond a listed value: the crashes of a slip (an index one past
 the last position, W_a not transposed or split at the wrong column), named by their PyTorch message; the scores
 of one sequence moved by another sequence's inputs (a repeat or a view that mixes the batch); the values of a
-few slips (the two directions' features interleaved, the backward states reversed, a softmax along another axis,
-attention read with the new decoder state)."""
+few slips (the two directions' features interleaved, the backward states reversed, another nonlinearity than
+tanh, a softmax along another axis, attention read with the new decoder state); a mask reshaped to the scores'
+shape, named by its crash; a context vector whose features mix (h reshaped instead of transposed)."""
 
 import torch
+import torch.nn.functional as F
 
 from .core import ExerciseError
 from .evaluation import Evaluation, call_naming  # noqa: F401 - lesson03's checks import it from here
@@ -68,6 +70,17 @@ def matmul_errors(d_s, d_h, d_a):
     return [(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)", named)]
 
 
+NONLINEARITIES = {"relu": torch.relu, "leaky_relu": F.leaky_relu, "sigmoid": torch.sigmoid, "gelu": F.gelu,
+                  "silu": F.silu, "elu": F.elu, "softplus": F.softplus, "softsign": F.softsign,
+                  "hardtanh": F.hardtanh}
+
+
+def other_nonlinearities(pre, v_a):
+    """The score with another activation than tanh on pre = W_a [s; h_i] (B, T, d_a), for each usual one."""
+    return {f"the nonlinearity is {name} instead of tanh: e_i = v_a^T tanh(W_a [s; h_i]), use torch.tanh":
+            f(pre) @ v_a for name, f in NONLINEARITIES.items()}
+
+
 def mixes_sequences(ev: Evaluation, answer, s, h, W_a, v_a):
     """A symptom when the scores of one sequence change with another sequence's s or h (or None)."""
     if s.shape[0] < 2:
@@ -107,12 +120,50 @@ def other_axes(scores, mask):
             torch.softmax(scores.masked_fill(~mask, low), dim=k) * mask for k in range(scores.dim() - 1)}
 
 
+def mask_shape_errors(shape, mask_shape):
+    """A broadcastable mask (fewer or size-1 axes) reshaped, viewed or used as a boolean index of the scores."""
+    if tuple(shape) == tuple(mask_shape):
+        return []
+    size = 1
+    for n in mask_shape:
+        size *= n
+    message = (f"the mask has shape {tuple(mask_shape)}, broadcastable to the scores' {tuple(shape)} but not the "
+               "same shape: do not reshape or view it to the scores' shape, nor index the scores with it; use "
+               "operations that broadcast, scores.masked_fill(~mask, ...) or torch.where(mask, ...) (or "
+               "mask.expand_as(scores))")
+    shape_text = ", ".join(str(n) for n in shape)
+
+    def reshaped(match):
+        return message if match[1] == shape_text and int(match[2]) == size else None
+    return [(r"shape '\[([\d, ]+)\]' is invalid for input of size (\d+)", reshaped),
+            (r"The shape of the mask \[[\d, ]+\] at index \d+ does not match the shape of the indexed tensor",
+             message)]
+
+
 def large_scores(g, shape):
     """Scores around +100 in the first rows (exp overflows) and around -120 in the last (exp underflows)."""
     scores = randn(g, *shape, scale=3.0)
     scores[..., : shape[-2] - 1, :] += 100.0
     scores[..., shape[-2] - 1, :] -= 120.0
     return scores
+
+
+# --- context_vector -------------------------------------------------------------------------------------------
+
+def mixes_features(ev: Evaluation, answer, weights, h):
+    """A symptom when changing feature 0 of h changes the other features of c (or None)."""
+    h_moved = h.clone()
+    h_moved[..., 0] += 1.0
+    try:
+        c, moved = (torch.as_tensor(ev.call(answer, weights, x)) for x in (h, h_moved))
+        if c.shape != moved.shape or c.shape[-1] != h.shape[-1] or torch.allclose(moved[..., 1:], c[..., 1:],
+                                                                                    atol=1e-5):
+            return None
+    except (ExerciseError, RuntimeError, TypeError, ValueError):
+        return None
+    return ("c's features are mixed: changing feature 0 of h changes the other features of c (h reshaped or viewed "
+            "to (B, d_h, T) instead of transposed? reshape keeps the memory order and scrambles positions and "
+            "features); use h.transpose(1, 2) @ weights[..., None], or (weights[:, None, :] @ h)[:, 0]")
 
 
 # --- attention_decoder_step -----------------------------------------------------------------------------------

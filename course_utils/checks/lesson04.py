@@ -26,10 +26,12 @@ from .lesson04_mistakes import (
     SIZES_MIXED,
     additive_mistakes,
     batch_mixups,
+    broadcast_crash,
     cosine_norm_mistakes,
     position_mistakes,
     reinforce_mistakes,
     renamed,
+    separate_sums,
     weight_mistakes,
 )
 
@@ -38,9 +40,9 @@ def _score_tests(ev: Evaluation, answer, reference, configs, draw, mistakes, wha
     """The loop of every score check: for each config, draw the score function's inputs from the config's
     seed, call the learner's function on them, and compare its scores e (B, T) with the reference's, naming
     the exercise's typical mistakes. draw(g, *config) -> the arguments; mistakes(*arguments) -> {symptom:
-    scores}; what(*arguments) -> how the message names the scores; crashed(passed, *arguments) -> the symptom
-    of a crash on these arguments after the earlier configs `passed` (their arguments), or None. Returns the
-    number of tests."""
+    scores}; what(*arguments) -> how the message names the scores; crashed(text, passed, *arguments) -> the
+    symptom of a crash (`text`, its message) on these arguments after the earlier configs `passed` (their
+    arguments), or None. Returns the number of tests."""
     passed = []
     for seed, config in enumerate(configs):
         args = draw(ev.rng(seed), *config)
@@ -48,7 +50,7 @@ def _score_tests(ev: Evaluation, answer, reference, configs, draw, mistakes, wha
         try:
             e = ev.call(answer, *args)                   # (a wrong shape is named by a mistake, or as a shape)
         except ExerciseError as error:
-            symptom = crashed(passed, *args) if crashed and str(error).startswith(RAISED) else None
+            symptom = crashed(str(error), passed, *args) if crashed and str(error).startswith(RAISED) else None
             if symptom:
                 raise renamed(error, symptom) from None
             raise
@@ -85,13 +87,27 @@ def cosine_score(ev: Evaluation, answer):
             found["beta is missing: multiply the cosine by the key strength beta"] = ref.cosine_score(s, h, 1.0)
             found["the cosine is divided by beta: beta is a strength, multiply by it"] = \
                 ref.cosine_score(s, h, 1.0) / beta
+        found |= separate_sums(lambda dot: beta * dot / (norm_s * norm_h), s, h)
         return found | cosine_norm_mistakes(s, h, beta) | batch_mixups(lambda s2: ref.cosine_score(s2, h, beta), s)
 
+    # B, T and d differ in every config, so that a crash of a norm without keepdim says which axes met
     return _score_tests(ev, answer, ref.cosine_score, [(2, 5, 4, 1.0), (3, 4, 6, 5.0), (1, 7, 3, 2.5)], draw,
-                        mistakes, lambda s, h, beta: f"e (d={s.shape[-1]}, beta={beta})")
+                        mistakes, lambda s, h, beta: f"e (d={s.shape[-1]}, beta={beta})",
+                        lambda text, passed, s, h, beta: broadcast_crash(text, *h.shape))
 
 
-@exercise("additive score without the concatenation", reference=ref.additive_score)
+def _split_additive(s, h, W_a, v_a):
+    """The exercise's way: W_a = [W_s W_h], W_s s (B, d_a) broadcast over the T rows of W_h h (B, T, d_a)."""
+    d_s = s.shape[-1]
+    return torch.tanh((s @ W_a[:, :d_s].T)[:, None, :] + h @ W_a[:, d_s:].T) @ v_a
+
+
+CONCATENATED = ("the scores are right, but your function builds the concatenation [s; h_i] for every position (a "
+                "tensor of shape {shape}, (B, T, d_s + d_h)), which is what this exercise does without: split W_a = "
+                "[W_s W_h] (W_a[:, :d_s] and W_a[:, d_s:]) and add W_s s, as (B, 1, d_a), to W_h h (B, T, d_a)")
+
+
+@exercise("additive score without the concatenation", reference=_split_additive)
 def additive_score(ev: Evaluation, answer):
     """answer(s, h, W_a (d_a, d_s + d_h), v_a (d_a,)) -> v_a^T tanh(W_s s + W_h h_i), the same as lesson 03."""
     def draw(g, B, T, d_s, d_h, d_a):
@@ -102,7 +118,7 @@ def additive_score(ev: Evaluation, answer):
         return additive_mistakes(s, h, W_a, v_a) | batch_mixups(
             lambda s2: ref.additive_score(s2, h, W_a, v_a), s, "(s @ W_s.T)[:, None, :] + h @ W_h.T")
 
-    def crashed(passed, s, h, W_a, v_a):
+    def crashed(text, passed, s, h, W_a, v_a):
         d_s, d_h = s.shape[-1], h.shape[-1]
         if d_s != d_h and any(p[0].shape[-1] == p[1].shape[-1] for p in passed):
             return SIZES_MIXED.format(d_s=d_s, d_h=d_h)
@@ -110,9 +126,14 @@ def additive_score(ev: Evaluation, answer):
 
     # square weights first (d_s = d_h = d_a), so that W_s and W_h used without .T still run and are named, and
     # B = T, so that W_s s added without its T axis still runs (it broadcasts over the wrong axis) and is named
-    return _score_tests(ev, answer, ref.additive_score, [(4, 4, 5, 5, 5), (2, 5, 4, 4, 3), (3, 6, 5, 7, 4),
-                                                     (1, 3, 6, 6, 8)], draw, mistakes,
-                        lambda s, h, W_a, v_a: f"e (d_s={s.shape[-1]}, d_h={h.shape[-1]})", crashed)
+    tests = _score_tests(ev, answer, ref.additive_score, [(4, 4, 5, 5, 5), (2, 5, 4, 4, 3), (3, 6, 5, 7, 4),
+                                                      (1, 3, 6, 6, 8)], draw, mistakes,
+                         lambda s, h, W_a, v_a: f"e (d_s={s.shape[-1]}, d_h={h.shape[-1]})", crashed)
+    # the point: no (B, T, d_s + d_h) tensor; wide s and h and d_a = 2, so that nothing else comes near that size
+    B, T, d_s, d_h = 2, 16, 64, 64
+    _, elements, shape = ev.call_measured(answer, *draw(ev.rng(40), B, T, d_s, d_h, 2))
+    expect(elements < B * T * (d_s + d_h), CONCATENATED.format(shape=shape))
+    return tests + 1
 
 
 @exercise("location score (Luong)", reference=ref.location_score)
@@ -129,6 +150,9 @@ def location_score(ev: Evaluation, answer):
             "you returned weights (a softmax over all max_len positions, then cut to T): return the raw scores "
             "W_a s, first T entries; the masked softmax comes later": torch.softmax(full, -1)[:, :T],
             "the scores keep all max_len positions: keep the first T (one per source position)": full,
+            "the products W_a[i, k] s_k are summed over the positions i instead of the features k: "
+            "(W_a s)_i = sum_k W_a[i, k] s_k, a sum over the LAST axis (or s @ W_a.T)":
+                (s * W_a.sum(0))[:, :T],
             **batch_mixups(lambda s2: ref.location_score(s2, W_a, T), s, "(s @ W_a.T)[:, :T]"),
         }
         if T < W_a.shape[0]:
@@ -155,6 +179,8 @@ def general_score(ev: Evaluation, answer):
             found["W_a is transposed: the score is s^T W_a h_i, with W_a of shape (d_s, d_h)"] = \
                 ref.general_score(s, h, W_a.T)
             found["W_a is missing: the general score is s^T W_a h_i, not the dot product"] = _dot(s, h)
+        found |= separate_sums(lambda dot: dot, s @ W_a, h, "'bd,de,btf->bt'", "'bd,de,bte->bt'")
+        found |= separate_sums(lambda dot: dot, s, h @ W_a.T, "'bc,de,bte->bt'", "'bd,de,bte->bt'")
         return found | batch_mixups(lambda s2: ref.general_score(s2, h, W_a), s,
                                     "einsum 'bd,de,bte->bt', or `h @ (s @ W_a)[:, :, None]` (a batched matmul)")
 
@@ -177,6 +203,7 @@ def dot_score(ev: Evaluation, answer):
             "the products are not summed over the features: e_i = sum_k s_k h_ik, shape (B, T)":
                 s[:, None, :] * h,
             **batch_mixups(lambda s2: _dot(s2, h), s),
+            **separate_sums(lambda dot: dot, s, h),
         }
 
     return _score_tests(ev, answer, ref.dot_score, [(2, 5, 4), (3, 3, 9), (1, 6, 16)], _draw_s_h, mistakes,
@@ -195,6 +222,7 @@ def scaled_dot_score(ev: Evaluation, answer):
             "not by the number of positions": _dot(s, h) / math.sqrt(T),
             "the scores are multiplied by sqrt(d): divide by it": _dot(s, h) * math.sqrt(d),
             **batch_mixups(lambda s2: _dot(s2, h) / math.sqrt(d), s),
+            **separate_sums(lambda dot: dot / math.sqrt(d), s, h),
         }
 
     return _score_tests(ev, answer, ref.scaled_dot_score, [(2, 5, 4), (3, 7, 9), (1, 6, 16)], _draw_s_h, mistakes,

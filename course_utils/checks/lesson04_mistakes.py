@@ -3,12 +3,16 @@ wrong REINFORCE loss returns, and the crash of a score function that mixes up tw
 
     batch_mixups(lambda s2: score(s2, h), s)      # {symptom: the scores with s mixed across the batch}
     cosine_norm_mistakes(s, h, beta)              # {symptom: a cosine with norms over the wrong axes}
+    separate_sums(score_of_dot, s, h)             # {symptom: s·h_i taken as (sum_k s_k)(sum_k h_ik)}
+    broadcast_crash(text, B, T, d)                # the symptom of a crash where (B,) met (B, T), or a norm met d
     additive_mistakes(s, h, W_a, v_a)             # {symptom: what a wrong additive score gives}
     position_mistakes(s, W_p, v_p, S, mask)       # {symptom: a wrong p_t of local-p}
     weight_mistakes(e, mask, p, D)                # {symptom: wrong local-p weights alpha}
     reinforce_mistakes(log_alpha, sampled, reward, baseline)
     renamed(error, symptom)                       # a learner's crash (ev.call's ExerciseError), named
 """
+import re
+
 import torch
 
 from .. import scores as ref
@@ -51,6 +55,38 @@ def batch_mixups(score_of_s, s, right=DOT_RIGHT):
         "`[..., 0]` keeps example 0's): " + how: score_of_s(s[:1].expand_as(s)),
         "every example is scored with the s of the last example: " + how: score_of_s(s[-1:].expand_as(s)),
     }
+
+
+def separate_sums(score_of_dot, s, h, wrong="'bd,bte->bt'", right="'bd,btd->bt'"):
+    """The scores when s·h_i is computed as (sum_k s_k)(sum_k h_ik): an einsum with one letter for the features of
+    s and another for those of h sums each on its own. score_of_dot(dot (B, T)) -> the scores from that dot;
+    wrong, right: such an einsum and the exercise's."""
+    return {"s and h_i are summed separately, (sum_k s_k)(sum_k h_ik), instead of multiplied feature by feature "
+            f"and then summed: an einsum with different letters for the features of s and of h (e.g. {wrong}) "
+            f"sums each over its own letter; give the shared feature axis ONE letter, {right}":
+                score_of_dot(s.sum(-1)[:, None] * h.sum(-1))}
+
+
+BROADCAST = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)")
+
+
+def broadcast_crash(text, B, T, d):
+    """The symptom of a score function's crash `text` where PyTorch could not broadcast two sizes: a (B,) tensor
+    against a (B, T) one (the T axis met the batch axis), or a norm without keepdim against the d features; None
+    for another crash or when the sizes do not tell (two of B, T, d equal)."""
+    match = BROADCAST.search(text)
+    if not match or len({B, T, d}) < 3:
+        return None
+    sizes = {int(match[1]), int(match[2])}
+    if sizes == {B, T}:
+        return (f"a tensor of shape (B,) met one of shape (B, T) (B = {B}, T = {T}): PyTorch lines up the LAST "
+                "axes, so the (B,) one is matched with the T axis, not the batch axis. A norm taken without "
+                "keepdim=True does this: keep its axis, |s| = s.norm(dim=-1, keepdim=True) of shape (B, 1)")
+    if d in sizes and sizes <= {B, T, d}:
+        return (f"a norm taken without keepdim=True (|s| of shape (B,) or |h_i| of shape (B, T)) divides vectors "
+                f"of d features (d = {d}): PyTorch lines up the LAST axes, so the norm meets the feature axis. Keep "
+                "its axis: s.norm(dim=-1, keepdim=True) (B, 1), h.norm(dim=-1, keepdim=True) (B, T, 1)")
+    return None
 
 
 def cosine_norm_mistakes(s, h, beta):

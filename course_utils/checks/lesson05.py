@@ -21,12 +21,15 @@ from .core import (
     to_numpy,
 )
 from .evaluation import Evaluation
+from .expectations import explained
+from .lesson05_families import gate_changed, gate_ends, large_beta, norms_added, scale_free, shift_pairings, write_steps
 from .lesson05_mistakes import (
     NAMES,
     batch_of_one,
     call,
     compare,
     cosine_no_eps,
+    head_activations,
     head_mistakes,
     head_slices,
     is_distribution,
@@ -34,6 +37,7 @@ from .lesson05_mistakes import (
     read_properties,
     rolled,
     shift_zero_padded,
+    signed_scalars,
     split_crash,
 )
 
@@ -120,18 +124,19 @@ def memory_write(ev: Evaluation, answer):
                   "broadcasting lines its batch axis up with the N rows (right only for a batch of one). "
                   "Unsqueeze them, e.unsqueeze(-2) and a.unsqueeze(-2), (B, 1, M).")])
         expect_shape(out, (B, N, M), "memory_write(memory, w, e, a)")
-        compare(ev, out, ref.memory_write(memory, w, e, a), "memory_write(memory, w, e, a)", mistakes={
-            "you added before erasing: the erase then wipes part of the new content. "
-            "Erase first, M~ = M * (1 - w e), then add w a.": (memory + W * A) * (1 - W * E),
-            "the erase ignores w: every row is erased. Multiply e by the row's weight, 1 - w(i) e.":
-                memory * (1 - E) + W * A,
-            "nothing is erased: you only added w(i) a. Multiply by (1 - w(i) e) first.": memory + W * A,
-            "you subtracted w e instead of multiplying by (1 - w e): the erase is multiplicative.":
-                memory - W * E + W * A,
-            "the add ignores w: add w(i) a to row i, not a to every row.": memory * (1 - W * E) + A,
-            "e and a are swapped: e is the erase vector (in 1 - w(i) e), a the add vector (in + w(i) a).":
-                memory * (1 - W * A) + W * E,
-        })
+        with explained(*write_steps(ev, answer, memory, w, e, a)):
+            compare(ev, out, ref.memory_write(memory, w, e, a), "memory_write(memory, w, e, a)", mistakes={
+                "you added before erasing: the erase then wipes part of the new content. "
+                "Erase first, M~ = M * (1 - w e), then add w a.": (memory + W * A) * (1 - W * E),
+                "the erase ignores w: every row is erased. Multiply e by the row's weight, 1 - w(i) e.":
+                    memory * (1 - E) + W * A,
+                "nothing is erased: you only added w(i) a. Multiply by (1 - w(i) e) first.": memory + W * A,
+                "you subtracted w e instead of multiplying by (1 - w e): the erase is multiplicative.":
+                    memory - W * E + W * A,
+                "the add ignores w: add w(i) a to row i, not a to every row.": memory * (1 - W * E) + A,
+                "e and a are swapped: e is the erase vector (in 1 - w(i) e), a the add vector (in + w(i) a).":
+                    memory * (1 - W * A) + W * E,
+            })
         tests += 1
     # e = 1 with a one-hot w replaces that row by a and leaves the others alone
     memory = _memory(ev.rng(19), 1, 4, 3)
@@ -169,6 +174,8 @@ def cosine_similarity(ev: Evaluation, answer):
             "memory.norm(dim=-1), (B, N).": dot / (memory.norm() * k.norm(dim=-1, keepdim=True) + 1e-8),
             "a zero memory row gives NaN: add a small eps to the denominator, "
             "k.M(i) / (|k| |M(i)| + eps).": cosine_no_eps(k, memory),
+            "you added the two norms, |k| + |M(i)|: the cosine divides by their PRODUCT, k.M(i) / (|k| |M(i)| + eps).":
+                norms_added(k, memory),
             "you returned the dot product k.M(i) without dividing by the norms |k| |M(i)|.":
                 (memory @ k.unsqueeze(-1)).squeeze(-1),
             "you divided by |M(i)| only: divide by both norms, |k| |M(i)|.":
@@ -178,7 +185,7 @@ def cosine_similarity(ev: Evaluation, answer):
             "the norms are not square-rooted: |u| = sqrt(sum_j u_j^2), not the sum of squares.":
                 (memory @ k.unsqueeze(-1)).squeeze(-1)
                 / ((memory ** 2).sum(-1) * (k ** 2).sum(-1, keepdim=True) + 1e-8),
-        }, properties=[(lambda out: np.all(np.abs(to_numpy(out)) <= 1 + 1e-5),
+        }, properties=[scale_free(ev, answer, k, memory), (lambda out: np.all(np.abs(to_numpy(out)) <= 1 + 1e-5),
                         "cosine similarities must lie in [-1, 1]: divide by |k| |M(i)|.")])
         tests += 1
     zero = ev.call(answer, torch.ones(1, 3), torch.zeros(1, 4, 3))
@@ -232,7 +239,8 @@ def content_addressing(ev: Evaluation, answer):
            "with a large beta the weight should concentrate on the row most similar to the key.")
     flat = to_numpy(ev.call(answer, k, torch.zeros(1, 1), memory))
     expect(np.allclose(flat, 1 / 6, atol=1e-5), "with beta = 0 the weighting should be uniform.")
-    return tests + 2
+    large_beta(ev, answer, _memory(ev.rng(39), 2, 5, 4))
+    return tests + 3
 
 
 @exercise("interpolation with the previous weighting", reference=ref.interpolate)
@@ -245,22 +253,25 @@ def interpolate(ev: Evaluation, answer):
         g[1:] += 0.5                        # gates on both sides of 0.5: a rounded gate is neither w_c nor w_prev
         out = ev.call(answer, w_c, w_prev, g)
         expect_shape(out, (B, N), "interpolate(w_c, w_prev, g)")
-        compare(ev, out, ref.interpolate(w_c, w_prev, g), "interpolate(w_c, w_prev, g)", mistakes={
-            "g is reversed: g = 1 should keep the content weighting, w_g = g w_c + (1 - g) w_prev.":
-                g * w_prev + (1 - g) * w_c,
-            "the gate is rounded to 0 or 1 (w_c where g > 0.5, else w_prev): the interpolation MIXES the two, "
-            "w_g = g w_c + (1 - g) w_prev, for every g in [0, 1].": torch.where(g > 0.5, w_c, w_prev),
-            "the previous weighting is not multiplied by (1 - g): the result no longer sums to 1.":
-                g * w_c + w_prev,
-            "you averaged w_c and w_prev: the gate g sets the mix, g w_c + (1 - g) w_prev.":
-                (w_c + w_prev) / 2,
-            "w_prev is ignored: you returned the content weighting; mix it with the previous weighting, "
-            "g w_c + (1 - g) w_prev.": w_c,
-            "the previous weighting is missing: w_g = g w_c + (1 - g) w_prev.": g * w_c,
-            "you applied a softmax to the mix: g w_c + (1 - g) w_prev is already a distribution (a mix of two "
-            "distributions); return it as it is.": torch.softmax(ref.interpolate(w_c, w_prev, g), -1),
-        }, properties=[(is_distribution,
-                        "the interpolated weighting must still sum to 1: use weights g and (1 - g).")])
+        with explained(gate_changed(ev, out, w_c, w_prev, g), gate_ends(ev, answer, w_c, w_prev)):
+            compare(ev, out, ref.interpolate(w_c, w_prev, g), "interpolate(w_c, w_prev, g)", mistakes={
+                "g is reversed: g = 1 should keep the content weighting, w_g = g w_c + (1 - g) w_prev.":
+                    g * w_prev + (1 - g) * w_c,
+                "the gate is rounded to 0 or 1 (w_c where g > 0.5, else w_prev): the interpolation MIXES the two, "
+                "w_g = g w_c + (1 - g) w_prev, for every g in [0, 1].": torch.where(g > 0.5, w_c, w_prev),
+                "the previous weighting is not multiplied by (1 - g): the result no longer sums to 1.":
+                    g * w_c + w_prev,
+                "you averaged w_c and w_prev: the gate g sets the mix, g w_c + (1 - g) w_prev.":
+                    (w_c + w_prev) / 2,
+                "w_prev is ignored: you returned the content weighting; mix it with the previous weighting, "
+                "g w_c + (1 - g) w_prev.": w_c,
+                "the previous weighting is missing: w_g = g w_c + (1 - g) w_prev.": g * w_c,
+                "you applied a sigmoid to g: g is already a gate in [0, 1] (the head's sigmoid made it); use it as "
+                "it is, w_g = g w_c + (1 - g) w_prev.": ref.interpolate(w_c, w_prev, torch.sigmoid(g)),
+                "you applied a softmax to the mix: g w_c + (1 - g) w_prev is already a distribution (a mix of two "
+                "distributions); return it as it is.": torch.softmax(ref.interpolate(w_c, w_prev, g), -1),
+            }, properties=[(is_distribution,
+                            "the interpolated weighting must still sum to 1: use weights g and (1 - g).")])
         tests += 1
     w_c, w_prev = _weighting(ev.rng(48), 1, 5), _weighting(ev.rng(49), 1, 5)
     expect(np.allclose(to_numpy(ev.call(answer, w_c, w_prev, torch.ones(1, 1))), to_numpy(w_c), atol=1e-6),
@@ -298,6 +309,7 @@ def shift(ev: Evaluation, answer):
                 rolled(w, s, dims=0).mul(s.unsqueeze(-2)).sum(-1),
             "you applied a softmax to s: s is already a distribution over the shifts (the head's softmax made "
             "it); use it as it is, w_s(i) = sum_k s(k) w(i - k).": ref.shift(w, torch.softmax(s, -1)),
+            **shift_pairings(w, s),
         }, properties=[(is_distribution,
                         "the shifted weighting must still sum to 1: a circular convolution loses no weight.")])
         tests += 1
@@ -369,7 +381,7 @@ def head_parameters(ev: Evaluation, answer):
     tests = 0
     # a second num_shifts (its sizes must follow it), and raw of a batch of heads (B, H, ...) as the NTM cell gives it
     for seed, (lead, M, S) in enumerate([((2,), 5, 3), ((4,), 4, 5), ((2, 2), 5, 3)]):
-        raw = _t(ev.rng(70 + seed).normal(size=(*lead, M + 3 + S)) * 3)
+        raw = signed_scalars(_t(ev.rng(70 + seed).normal(size=(*lead, M + 3 + S)) * 3), M)
         out = call(ev, answer, raw, M, S, errors=[split_crash(raw.shape, M, S)])
         expected = ref.head_parameters(raw, M, S)
         out = expect_returns(out, expected, NAMES)
@@ -378,6 +390,7 @@ def head_parameters(ev: Evaluation, answer):
                 raise ExerciseError(f"s has 3 entries where num_shifts = {S}: its size is num_shifts, not a fixed "
                                     "3; split raw with the sizes [M, 1, 1, num_shifts, 1].")
             expect_shape(got, tuple(exp.shape), name)
-            ev.expect_close(got, exp, name, mistakes={**head_mistakes(raw, M, S)[name], **head_slices(raw, M, S, name)})
+            ev.expect_close(got, exp, name, mistakes={**head_mistakes(raw, M, S)[name], **head_slices(raw, M, S, name),
+                                                      **head_activations(raw, M, S)[name]})
         tests += 1
     return tests

@@ -150,8 +150,10 @@ def head_mistakes(raw, M, S):
               "g uses tanh, whose values lie in (-1, 1): a gate needs a sigmoid, values in [0, 1].": torch.tanh(g)},
         "s": {"s must be a distribution over the shifts: apply a softmax over the last axis.": s,
               "s uses a sigmoid; the shift weights need a softmax so they sum to 1.": torch.sigmoid(s),
-              "s: softmax over the wrong axis: normalise over the shifts (the last axis, dim=-1).":
-                  torch.softmax(s, dim=0)},
+              **{f"s: softmax over the wrong axis (dim={d}, where s has {s.dim()} axes): normalise over the "
+                 "shifts, the LAST axis, dim=-1 (raw can have several leading axes, e.g. a batch of heads "
+                 "(B, H, M + 3 + num_shifts), so dim=1 is not always the last).": torch.softmax(s, dim=d)
+                 for d in range(s.dim() - 1)}},
         "gamma": {"gamma must be >= 1: use 1 + softplus, not softplus alone.": F.softplus(gamma),
                   "gamma uses 1 + exp; the NTM uses 1 + softplus.": 1 + gamma.exp(),
                   "gamma has no activation: use 1 + softplus so that gamma >= 1.": gamma,
@@ -159,3 +161,48 @@ def head_mistakes(raw, M, S):
                   "gamma = 1 + softplus(x).": F.softplus(1 + gamma)},
         "k": {"the key k should be used as it is (no activation).": torch.tanh(k)},
     }
+
+
+# every activation a head parameter may get by mistake, and what the table of the lesson asks for
+_SOFTMAX = "a softmax over the last axis"
+_COMMON = {"no activation": lambda x: x, "relu": torch.relu, "abs": torch.abs, "exp": torch.exp,
+           "square": torch.square, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "softplus": F.softplus,
+           "1 + relu": lambda x: 1 + torch.relu(x), "1 + exp": lambda x: 1 + torch.exp(x),
+           "1 + sigmoid": lambda x: 1 + torch.sigmoid(x), "1 + softplus": lambda x: 1 + F.softplus(x),
+           "a clamp to [0, 1]": lambda x: x.clamp(0, 1), _SOFTMAX: lambda x: torch.softmax(x, dim=-1)}
+_WANTED = {"k": ("no activation", "the key is any vector of R^M", "use its slice as it is"),
+           "beta": ("softplus", "a key strength >= 0, smooth, with a gradient for every raw value",
+                    "F.softplus(beta)"),
+           "g": ("sigmoid", "a gate in [0, 1], smooth, with a gradient for every raw value", "torch.sigmoid(g)"),
+           "s": (_SOFTMAX, "a distribution over the shifts", "torch.softmax(s, dim=-1)"),
+           "gamma": ("1 + softplus", "a sharpening exponent >= 1, smooth", "1 + F.softplus(gamma)")}
+_WHY = {"relu": ": relu is 0, with no gradient, for every raw value below 0, where the head could never recover",
+        "a clamp to [0, 1]": ": a clamp has no gradient outside [0, 1]"}
+
+
+def signed_scalars(raw, M):
+    """raw with beta, g and gamma (entries M, M + 1 and -1 of its last axis) between 1.2 and 2.5 in size, negative in
+    every other head and positive in the rest: activations that agree on one sign (relu and none, abs and none)
+    differ on the other, and a size above 1 but not far from 0 tells a clamp from relu and relu from softplus."""
+    sign = torch.ones(raw.shape[:-1]).flatten()
+    sign[::2] = -1
+    raw = raw.clone()
+    for i in (M, M + 1, raw.shape[-1] - 1):
+        raw[..., i] = sign.reshape(raw.shape[:-1]) * (1.2 + 1.3 * torch.sigmoid(raw[..., i]))
+    return raw
+
+
+def head_activations(raw, M, S):
+    """{parameter name: {symptom: that parameter with another common activation than the lesson's table's}}."""
+    parts = dict(zip(_NAMES, torch.split(raw, ref.head_sizes(M, S), dim=-1)))
+    out = {}
+    for name, (wanted, why, code) in _WANTED.items():
+        single = parts[name].shape[-1] == 1
+        out[name] = {}
+        for act, fn in _COMMON.items():
+            if act != wanted:
+                note = ": a softmax over an axis of size 1 is always 1" if act == _SOFTMAX and single else \
+                    _WHY.get(act, "")
+                out[name][f"{name} uses {act}{note}. The lesson's table asks for {wanted}, {why}; use {code}."] = \
+                    fn(parts[name])
+    return out

@@ -54,6 +54,7 @@ def pointer_scores(ev: Evaluation, answer):
                 torch.tanh(inside @ v),
             "v is missing: you summed tanh(W_h h_j + W_s s) over its d_attn entries; project it with v "
             "(`@ v`).": torch.tanh(inside).sum(-1),
+            **symptoms.tanh_and_sum_mistakes(h @ W_h, (s @ W_s).unsqueeze(1), v),
         }
         if d_h == d_s == d_attn:
             mistakes["the weights are transposed: here they act on the right, h @ W_h and s @ W_s "
@@ -172,6 +173,8 @@ def _wrong_state_step(model, h, state, inp, mask):
 
 NO_STATE = ("the decoder cell is called without the state: model.decoder(inp) starts from zeros at every step and "
             "forgets the steps before; pass the state in, (s, c) = model.decoder(inp, state).")
+CELL_STATE = ("the pointer uses the cell state {c}: an LSTM's output is its hidden state; point with s, the first of "
+              "(s, c) = model.decoder(inp, state), model.pointer(h, s, mask).")
 SWAPPED_STATE = ("the state is passed to the decoder cell as (c, s): an nn.LSTMCell takes (s, c), hidden state "
                  "first; call model.decoder(inp, state) with the state as it is given.")
 
@@ -206,6 +209,8 @@ def decode_step(ev: Evaluation, answer):
                     "chosen positions get weight 0.": model.pointer(h, s_ref),
                     NO_STATE: model.pointer(h, zero_state[0], mask),
                     SWAPPED_STATE: model.pointer(h, swapped[0], mask),
+                    CELL_STATE.format(c="c_i"): model.pointer(h, c_ref, mask),
+                    CELL_STATE.format(c="c_{i-1} passed in"): model.pointer(h, state[1], mask),
                 })
                 expect(isinstance(new_state, tuple) and len(new_state) == 2,
                        what + "the new state should be the tuple (s, c) returned by model.decoder.")

@@ -1,7 +1,8 @@
 """The symptoms of lesson 06's typical slips that a planted value alone does not name: W_s s broadcast the wrong
 way (a crash where the batch axis meets the positions, or scores built with another example's decoder state),
 weights normalised over the batch axis, an inverted mask whatever the learner did in fully masked rows, and a
-softmax written out that overflows on large scores."""
+softmax written out that overflows on large scores; and the values of a misplaced tanh (or of the projections
+multiplied instead of added) in the scores."""
 import contextlib
 import re
 
@@ -73,3 +74,24 @@ def unstable(got, expected, shift):
     w = to_numpy(got).astype(np.float64)
     right = np.all(np.isfinite(w)) and np.allclose(w, to_numpy(expected), atol=1e-5, rtol=1e-4)
     return None if right else UNSTABLE.format(shift=shift)
+
+
+TANH_EACH = ("tanh is applied to each projection separately, tanh(W_h h_j) + tanh(W_s s): the two terms are added "
+             "first, then one tanh, e_j = v^T tanh(W_h h_j + W_s s).")
+TANH_ONE = ("tanh is applied to {inside} only: add the two projections first, then apply one tanh to the sum, "
+            "e_j = v^T tanh(W_h h_j + W_s s).")
+MULTIPLIED = ("the projections are multiplied{tanh}, (W_h h_j) * (W_s s): additive attention ADDS them, "
+              "e_j = v^T tanh(W_h h_j + W_s s) (`h @ W_h + (s @ W_s).unsqueeze(1)`).")
+
+
+def tanh_and_sum_mistakes(keys, query, v):
+    """The values of pointer_scores when the tanh, or the sum inside it, is misplaced: tanh of each projection, of one
+    of them, or the projections multiplied instead of added. keys = h @ W_h (B, T, d_attn), query = (s @ W_s)
+    unsqueezed to (B, 1, d_attn)."""
+    return {
+        TANH_EACH: (torch.tanh(keys) + torch.tanh(query)) @ v,
+        TANH_ONE.format(inside="W_h h_j"): (torch.tanh(keys) + query) @ v,
+        TANH_ONE.format(inside="W_s s"): (keys + torch.tanh(query)) @ v,
+        MULTIPLIED.format(tanh=""): torch.tanh(keys * query) @ v,
+        MULTIPLIED.format(tanh=" and the tanh is missing"): (keys * query) @ v,
+    }

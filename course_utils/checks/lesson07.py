@@ -211,6 +211,20 @@ def causal_mask(ev: Evaluation, answer):
     return tests + 1
 
 
+_AT_THE_END = ("the mask keeps, in each row, {what}, as if the padding were always at the end; here the last "
+               "row is padded on the LEFT (as for generation): mark each token by its own id, `tokens != pad_id`")
+
+
+def _padded_at_the_end(tokens, pad_id):
+    """{symptom: mask} of the masks built from a length, which assume right padding (tokens (B, T))."""
+    positions, real = torch.arange(tokens.size(1))[None, :], tokens != pad_id
+    first_pad = torch.where(real.all(1), tokens.size(1), (~real).int().argmax(1))
+    return {_AT_THE_END.format(what="the first n positions (n = its number of real tokens)"):
+            (positions < real.sum(1, keepdim=True)).float()[:, None, None, :],
+            _AT_THE_END.format(what="the positions before its first pad"):
+            (positions < first_pad[:, None]).float()[:, None, None, :]}
+
+
 @exercise("padding mask", reference=masks.padding_mask)
 @single_threaded
 def padding_mask(ev: Evaluation, answer):
@@ -222,6 +236,8 @@ def padding_mask(ev: Evaluation, answer):
             tokens[0, 0], tokens[1, 1] = pad_id - 2, pad_id - 1    # real tokens with ids BELOW the pad id
         for b, length in enumerate((6, 4, 2)):
             tokens[b, length:] = pad_id
+        if pad_id:   # the last row padded on the LEFT (as for generation): padding need not be at the end
+            tokens[2] = tokens[2].roll(6 - 2)
         mask = ev.call(answer, tokens, pad_id)
         expect(not isinstance(mask, np.ndarray), _NOT_TENSOR.format(what="the padding mask", kind="NumPy array"))
         expected = masks.padding_mask(tokens, pad_id)
@@ -245,6 +261,7 @@ def padding_mask(ev: Evaluation, answer):
                 (tokens != 0).float()[:, None, None, :],
             "the mask keeps the tokens GREATER than pad_id, and hides real tokens whose ids are smaller (the pad id "
             "need not be the smallest id): use `tokens != pad_id`": (tokens > pad_id).float()[:, None, None, :],
+            **_padded_at_the_end(tokens, pad_id),
         })
         tests += 1
     # in use: changing what sits at padded positions leaves the outputs of real positions unchanged

@@ -2,6 +2,7 @@
 import functools
 import math
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -15,6 +16,7 @@ from .core import (
     expect_shape,
     randn,
     single_threaded,
+    to_numpy,
 )
 from .evaluation import Evaluation
 from .expectations import explained
@@ -155,6 +157,10 @@ ROLES = [  # (symptom, the mistake's arguments of _multi_head): a layer or an in
 ]
 
 
+RESIDUAL = ("a residual connection is added: the output is `{}` + the attention's output; multi-head attention "
+            "returns self.w_o(merged heads) alone (the Transformer block of lesson 09 adds the residual around it)")
+
+
 def _mistakes(args, d_model, h, T_q, T_k):
     """The planted mistakes of multi-head attention on these inputs: {symptom: the output it gives}."""
     mistakes = {
@@ -185,6 +191,10 @@ def _mistakes(args, d_model, h, T_q, T_k):
         "softmax over the wrong axis: normalise each query's scores over the keys (dim=-1)":
             _multi_head(*args, dim=-2),
     })
+    right = _multi_head(*args)
+    for name, t in (("query", args[1]), ("value", args[3]), ("key", args[2])):   # a residual connection added
+        if t.shape == right.shape:
+            mistakes.setdefault(RESIDUAL.format(name), right + t)
     if d_model // h != h:
         mistakes[f"the features are split into d_head = {d_model // h} heads of num_heads = {h} features: "
                  "split_heads takes the number of heads, split_heads(t, self.num_heads), not self.d_head"] = \
@@ -262,6 +272,21 @@ def multi_head_attention(ev: Evaluation, cls):
     return tests
 
 
+SAME_FREQUENCY = ("every pair of columns (2i, 2i+1) has the same frequency: the exponent 2i/d_model does not change "
+                  "with i (an integer division, `i // d_model` or `2 * i // d_model`, is 0 for every i < d_model): "
+                  "divide with `/`, so that the frequency of the pair is 1 / 10000^(2i/d_model)")
+
+
+def same_frequency(pe):
+    """SAME_FREQUENCY when every pair of columns (2i, 2i+1) of the encoding `pe` holds the same values (at least two
+    pairs), or None."""
+    a = to_numpy(pe).astype(np.float64)
+    if a.ndim != 2 or a.shape[1] < 4 or a.shape[1] % 2:
+        return None
+    pairs = a.reshape(a.shape[0], -1, 2)
+    return SAME_FREQUENCY if np.allclose(pairs, pairs[:, :1], atol=1e-4) else None
+
+
 PE_MISTAKES = {  # form of _pe -> the symptom
     "concat": "sin and cos are in halves (all sines, then all cosines): this exercise wants the paper's "
               "interleaved form, sin in the even columns 2i and cos in the odd columns 2i+1",
@@ -275,6 +300,7 @@ PE_MISTAKES = {  # form of _pe -> the symptom
                 "torch.arange(max_len)",
     "column": "the cosine columns use the exponent (2i+1)/d_model: columns 2i and 2i+1 share ONE frequency, "
               "1 / 10000^(2i/d_model), so use the even column index 2i for both",
+    "floor": SAME_FREQUENCY,
 }
 PE_DTYPE = ("positional_encoding returned {got}: return a float32 torch tensor, PyTorch's default dtype and that of "
             "the embeddings it is added to (NumPy computes in float64: build it with torch, or convert with "
@@ -286,7 +312,7 @@ def _pe(max_len, d_model, form="ok", angles=False):
     entry instead (its float32 rounding error grows with it)."""
     pos = torch.arange(max_len, dtype=torch.float64)[:, None] + (1 if form == "from_one" else 0)
     i = torch.arange(d_model // 2, dtype=torch.float64)
-    exponent = {"i": i / d_model, "double": 4 * i / d_model}.get(form, 2 * i / d_model)
+    exponent = {"i": i / d_model, "double": 4 * i / d_model, "floor": 0 * i}.get(form, 2 * i / d_model)
     angle = pos * 10000.0 ** exponent if form == "times" else pos / 10000.0 ** exponent
     if angles:
         first, second = angle, angle
@@ -313,7 +339,8 @@ def positional_encoding(ev: Evaluation, answer):
         expect_shape(pe, (max_len, d_model), what)
         candidates = [(symptom, _pe(max_len, d_model, form), _pe(max_len, d_model, form, angles=True))
                       for form, symptom in PE_MISTAKES.items()]
-        with explained(functools.partial(pe_symptom, pe, candidates)):   # (float32 rounding of large angles)
+        # (pe_symptom: a known mistake up to the float32 rounding of large angles; same_frequency: its family)
+        with explained(functools.partial(pe_symptom, pe, candidates), functools.partial(same_frequency, pe)):
             ev.expect_close(pe, ref.sinusoidal_positional_encoding(max_len, d_model).double(), what, atol=1e-5,
                             mistakes={symptom: wrong for symptom, wrong, _ in candidates})
         expect(isinstance(pe, torch.Tensor), PE_DTYPE.format(got=f"a {type(pe).__module__}.{type(pe).__name__}"))

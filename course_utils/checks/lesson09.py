@@ -17,13 +17,14 @@ from .core import (
     single_threaded,
     to_numpy,
 )
-from .evaluation import Evaluation
+from .evaluation import Evaluation, call_naming
 from .expectations import explained
 from .lesson09_forward import _forward, forward_mistakes  # noqa: F401 - _forward: the tests plant mistakes with it
 from .lesson09_layers import (
     DECODER,
     ENCODER,
     check_dropout,
+    decoder_crashes,
     decoder_output,
     encoder_output,
     structure_mistakes,
@@ -73,6 +74,8 @@ def _ffn(p, x, kind="ok", drop=None):
         W_1 = W_1.T
     if kind == "W_2.T":
         W_2 = W_2.T
+    if kind == "both.T":                        # F.linear(x, W_1, b_1): nn.Linear's (out, in) convention
+        W_1, W_2 = W_1.T, W_2.T
     drop = drop or (lambda t: t)
     inp = drop(x) if kind == "dropout_input" else x
     hidden = inp @ W_1 + (0 if kind in ("no_b_1", "bias_after_relu") else b_1)
@@ -83,6 +86,16 @@ def _ffn(p, x, kind="ok", drop=None):
     out = torch.relu(out) if kind == "relu_twice" else out
     out = x + out if kind == "residual" else out
     return drop(out) if kind == "dropout_output" else out
+
+
+LINEAR_CONVENTION = ("W_1 and W_2 are both transposed (F.linear(x, W, b) computes x W^T + b, for nn.Linear's "
+                     "(out, in) weights): W_1 is stored (d_model, d_ff) and W_2 (d_ff, d_model), so "
+                     "x @ self.W_1 + self.b_1 and hidden @ self.W_2 + self.b_2 (or F.linear(x, self.W_1.T, self.b_1))")
+# a product of mismatched shapes (d_ff != d_model): the weights multiplied the wrong way round
+FFN_CRASHES = [(r"shapes cannot be multiplied",
+                "a matrix product has mismatched shapes: W_1 is (d_model, d_ff) and W_2 (d_ff, d_model), so "
+                "x @ self.W_1 + self.b_1 and hidden @ self.W_2 + self.b_2 (no .T; F.linear(x, W, b) computes "
+                "x W^T + b, for nn.Linear's (out, in) weights)")]
 
 
 def _seeded(seed, answer, *args):
@@ -122,7 +135,7 @@ def feed_forward(ev: Evaluation, cls):
             # evaluation: dropout is off, and the output does not change from call to call
             module.eval()
             reference.eval()
-            out = _seeded(0, ev.call, module, x)
+            out = _seeded(0, call_naming, ev, FFN_CRASHES, module, x)
             expect_shape(out, (B, T, d_model), "the output")
             again = _seeded(1, ev.call, module, x)
             expect(np.allclose(to_numpy(out), to_numpy(again), atol=1e-6),
@@ -157,6 +170,7 @@ def feed_forward(ev: Evaluation, cls):
                     "to nn.Linear's (out, in) weights)": _ffn(params, x, "W_1.T"),
                     "W_2 is transposed: it is stored as (d_ff, d_model), so hidden @ self.W_2 (no .T)":
                         _ffn(params, x, "W_2.T"),
+                    LINEAR_CONVENTION: _ffn(params, x, "both.T"),
                 })
             ev.expect_close(out, reference(x), f"the output at evaluation (d_model={d_model}, d_ff={d_ff})",
                             mistakes=mistakes)
@@ -213,11 +227,11 @@ def _layers(ev: Evaluation, cls, reference_cls):
         yield seed, norm_first, reference, _build(ev, cls, reference, norm_first)
 
 
-def _layer_check(ev, layer, module, reference, args, output, norm_first, seed, mistakes):
+def _layer_check(ev, layer, module, reference, args, output, norm_first, seed, mistakes, crashes=()):
     """The learner's layer equals the reference at evaluation (else the listed mistake, or the block that holds the
-    slip), then in training with its dropouts on."""
+    slip), then in training with its dropouts on; `crashes`: the typical crashes to name (call_naming)."""
     with torch.no_grad():
-        out = ev.call(module, *args)
+        out = call_naming(ev, crashes, module, *args)
         expect_shape(out, tuple(args[0].shape), "the output")
         mistakes.update(structure_mistakes(layer, output, norm_first, _norms(reference, len(layer["names"]))))
         with explained(lambda: wrong_block(ev, layer, module, reference, args, norm_first)):
@@ -282,7 +296,8 @@ def decoder_layer(ev: Evaluation, cls):
             "self.cross_attn(y, memory, memory, memory_mask)": output(cross="self_attn"),
         }
         args = (x, memory, tgt_mask, memory_mask)
-        out = _layer_check(ev, DECODER, module, reference, args, output, norm_first, seed, mistakes)
+        out = _layer_check(ev, DECODER, module, reference, args, output, norm_first, seed, mistakes,
+                           crashes=decoder_crashes(5, 7))
         with torch.no_grad():
             # causality: changing later decoder positions leaves earlier outputs unchanged
             changed = x.clone()

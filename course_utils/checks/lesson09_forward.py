@@ -37,7 +37,9 @@ def _forward(model, src, tgt_in, kind="ok"):
     ones = torch.ones(T, T, dtype=torch.bool)
     tgt_mask = {"no_causal": tgt_padding, "no_tgt_pad": causal, "or_masks": causal | tgt_padding,
                 "inverted_tgt_pad": causal & ~tgt_padding, "causal-1": torch.tril(ones, diagonal=-1) & tgt_padding,
-                "causal+1": torch.tril(ones, diagonal=1) & tgt_padding}.get(kind, causal & tgt_padding)
+                "causal+1": torch.tril(ones, diagonal=1) & tgt_padding, "future": ~causal & tgt_padding,
+                "future_and_self": torch.triu(ones) & tgt_padding,
+                "inverted_tgt": ~(causal & tgt_padding)}.get(kind, causal & tgt_padding)
     memory = model.encoder(embed(src, src_table), src_mask)
     s = model.decoder(embed(tgt_in, tgt_table), memory, tgt_mask, memory_mask)
     logits = model.generator(s)
@@ -76,6 +78,14 @@ def forward_mistakes(model, src, tgt_in):
         "positions before it, causal_mask(T) (tril with diagonal=0)": out("causal-1"),
         "the causal mask lets each position see the next one (tril with diagonal=1): position t may attend to "
         "positions <= t only, causal_mask(T) (tril with diagonal=0)": out("causal+1"),
+        "the causal mask is inverted (True above the diagonal, as torch.triu(..., diagonal=1) builds it): each "
+        "position sees the future and not the past; the course's masks are True where attention is ALLOWED, "
+        "causal_mask(T) (True on and below the diagonal, torch.tril)": out("future"),
+        "the causal mask is inverted (True on and above the diagonal, as torch.triu builds it): each position sees "
+        "itself and the future, not the past; the course's masks are True where attention is ALLOWED, "
+        "causal_mask(T) (True on and below the diagonal, torch.tril)": out("future_and_self"),
+        "the target mask is inverted (True at the future and at the padding): the course's masks are True where "
+        "attention is ALLOWED, causal_mask(T) & padding_mask(tgt_in, model.pad_id), without ~": out("inverted_tgt"),
         "the function returns log-probabilities (a log-softmax): return the logits, model.generator(s), "
         "without a softmax (the loss applies it)": out("log_softmax"),
         "the function returns probabilities (a softmax): return the logits, model.generator(s), without a "

@@ -37,6 +37,8 @@ def _sublayer(x, x0, block, norm_first, kind, first_norm):
         drop = _identity
     if kind == "no_residual":
         return drop(sub(norm(x))) if norm_first else norm(drop(sub(x)))
+    if kind == "norm_output":               # the LayerNorm on the sub-layer's output, inside the residual
+        return x + norm(drop(sub(x)))
     if kind == "no_norm":                   # pre-norm: the sub-layer reads x; post-norm: no LayerNorm after the sum
         return x + drop(sub(x))
     if kind == "norm_residual" and norm_first:
@@ -103,6 +105,10 @@ ONE_NORM = ("one LayerNorm serves every sub-layer: each sub-layer has its own ({
             "gain and bias)")
 NORM_RESIDUAL = ("the residual starts from the normalised x: in pre-norm, y = LayerNorm(x) feeds only the "
                  "sub-layer; add its output to the ORIGINAL x (x = x + Sublayer(y))")
+NORM_OUTPUT = {True: "the LayerNorms are applied to the sub-layers' outputs, inside the residuals: in pre-norm they "
+                     "normalise each sub-layer's INPUT, x = x + Dropout(Sublayer(LayerNorm(x)))",
+               False: "the LayerNorms are applied to the sub-layers' outputs, inside the residuals: in post-norm they "
+                      "normalise the SUM, x = LayerNorm(x + Dropout(Sublayer(x)))"}
 NO_NORM = {True: "the sub-layers read x without their LayerNorm: in pre-norm, "
                  "x = x + Dropout(Sublayer(LayerNorm(x)))",
            False: "the LayerNorms after the sub-layers are missing: in post-norm, "
@@ -124,6 +130,9 @@ def _block_symptom(layer, kind, i, norm_first):
         "no_residual": f"the residual connection around the {name} is missing: add its input x back, {how}",
         "no_norm": (f"the {name} reads x without its LayerNorm norm{k}: in pre-norm, {how}" if norm_first else
                     f"the LayerNorm after the {name} (norm{k}) is missing: in post-norm, {how}"),
+        "norm_output": (f"norm{k} is applied to the {name}'s output, inside the residual: "
+                        + (f"in post-norm it normalises the SUM x + dropout{k}(...), " if not norm_first else
+                           f"in pre-norm it normalises the {name}'s INPUT, ") + how),
         "norm_residual": (f"the residual around the {name} starts from the normalised x: y = norm{k}(x) feeds only "
                           f"the sub-layer; add its output to the ORIGINAL x, {how}"),
         "reads_input": (f"the {name} reads the layer's INPUT instead of the output of the {earlier} block: each "
@@ -146,11 +155,12 @@ def structure_mistakes(layer, output, norm_first, norms):
                 SWAPPED[norm_first]: output(kinds="swapped"),
                 ONE_NORM.format(norms=", ".join(f"norm{k + 1}" for k in range(n - 1)) + f" and norm{n}"):
                     output(norms=[norms[0]] * n),
-                NO_NORM[norm_first]: output(kinds="no_norm")}
+                NO_NORM[norm_first]: output(kinds="no_norm"),
+                NORM_OUTPUT[norm_first]: output(kinds="norm_output")}
     if norm_first:
         mistakes[NORM_RESIDUAL] = output(kinds="norm_residual")
     for i in range(n):
-        for kind in ("no_residual", "no_norm", "norm_residual", "reads_input", "swapped"):
+        for kind in ("no_residual", "no_norm", "norm_output", "norm_residual", "reads_input", "swapped"):
             if (i or kind != "reads_input") and (norm_first or kind != "norm_residual"):
                 mistakes[_block_symptom(layer, kind, i, norm_first)] = output(
                     kinds=["ok"] * i + [kind] + ["ok"] * (n - i - 1))
@@ -168,9 +178,40 @@ def structure_mistakes(layer, output, norm_first, norms):
         first = next((p for p, block in enumerate(order) if block != p), None)
         if first is not None:
             yours = ", ".join(layer["names"][block] for block in order)
-            mistakes[f"the {layer['names'][order[first]]} runs before the {layer['names'][first]} (your order: "
-                     f"{yours}): the order is {order_rule}"] = output(order=order)
+            before = f"the {layer['names'][order[first]]} runs before the {layer['names'][first]} (your order: {yours}"
+            mistakes[f"{before}): the order is {order_rule}"] = output(order=order)
+            # the sub-layers swapped, their LayerNorms (and dropouts) left in their places
+            mistakes[f"{before}; the LayerNorms in their places): the order is {order_rule}"] = output(
+                order=order, norms=[norms[order.index(b)] for b in range(n)])
     return mistakes
+
+
+def decoder_crashes(T, S):
+    """[(regex, message)] for call_naming: the decoder layer's typical crashes when the decoder's length T and the
+    memory's length S differ, the queries, keys, values or masks of the attentions mixed up."""
+    cross = "cross_attn(y, memory, memory, memory_mask)"
+
+    def scores(match):
+        mask, (t_q, t_k) = [int(n) for n in match[1].split(",")], [int(n) for n in match[2].split(",")[-2:]]
+        if (t_q, t_k) == (S, T):
+            return (f"the cross-attention's queries come from the memory and its keys and values from the decoder "
+                    f"(its scores are S x T = {S} x {T}): the decoder's x asks and the encoder's memory "
+                    f"answers, {cross}")
+        if (t_q, t_k) == (T, T):
+            return (f"an attention over the decoder's {T} positions got memory_mask (the source padding, over the "
+                    f"memory's {S} positions): the cross-attention's keys and values are the memory, {cross}; "
+                    f"the masked self-attention takes tgt_mask, self_attn(y, y, y, tgt_mask)")
+        if (t_q, t_k) == (T, S) and mask[-1] == T:
+            return (f"the cross-attention got tgt_mask (over the decoder's {T} positions): its mask is memory_mask, "
+                    f"{cross}; tgt_mask belongs to the self-attention")
+        return None
+
+    length = (f"a tensor of the memory's length S={S} meets one of the decoder's length T={T}: the cross-attention's "
+              f"queries (and its residual) are the decoder's x, its keys and values the memory, so its output has "
+              f"the decoder's length, {cross}")
+    return [(r"mask of shape \(([\d, ]+)\) does not broadcast to the scores' shape \(([\d, ]+)\)", scores),
+            (rf"size of tensor a \(({T}|{S})\) must match the size of tensor b \(({S}|{T})\)",
+             lambda m: length if m[1] != m[2] else None)]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,10 +16,11 @@ from .core import (
     expect_returns,
     expect_shape,
 )
-from .evaluation import Evaluation
+from .evaluation import Evaluation, call_naming
 from .expectations import explained
 from .lesson10_mistakes import (
     LARGE_LOGITS,
+    beam_crashes,
     beam_inputs,
     beam_mistakes,
     beam_order,
@@ -35,6 +36,11 @@ from .lesson10_mistakes import (
 )
 
 __all__ = ["noam_lr", "label_smoothed_loss", "beam_step"]
+
+PAD = 5     # a pad id other than 0 (the course's PAD_ID): the learner's function must use its pad_id argument
+PAD_IGNORED = (f"with pad_id = {PAD} your loss leaves out the positions holding 0 and counts those holding {PAD}: "
+               "the padding id is hard-coded to 0. Build the mask from the argument, (target != pad_id) (or "
+               "ignore_index=pad_id), so the function works for any padding id.")
 
 
 @exercise("learning-rate schedule (noam_lr)", reference=ref_noam)
@@ -71,6 +77,11 @@ def label_smoothed_loss(ev: Evaluation, answer):
             ev.expect_close(got, expected, f"label_smoothed_loss(logits, target, smoothing={eps})",
                             mistakes=loss_mistakes(logits, target, eps), rtol=1e-4, atol=1e-5)
         tests += 1
+    logits, target = loss_inputs(ev, 4, 0.1, pad_id=PAD)
+    got = ev.call(answer, logits.clone(), target.clone(), 0.1, PAD)
+    ev.expect_close(got, ref_loss(logits, target, 0.1, PAD), f"label_smoothed_loss(logits, target, 0.1, pad_id={PAD})",
+                    mistakes={PAD_IGNORED: ref_loss(logits, target, 0.1, 0), **loss_mistakes(logits, target, 0.1, PAD)},
+                    rtol=1e-4, atol=1e-5)
     logits, target = loss_inputs(ev, 3, 0.1)
     logits = confident_logits(logits, ev.rng(3))
     got = ev.call(answer, logits.clone(), target.clone(), 0.1, 0)
@@ -79,17 +90,18 @@ def label_smoothed_loss(ev: Evaluation, answer):
     expected = ref_loss(logits, target, 0.1, 0)
     with explained(lambda: LARGE_LOGITS.format(got=f"{value:.6g}, expected {float(expected):.6g}")):
         ev.expect_close(got, expected, "label_smoothed_loss with large logits", rtol=1e-4, atol=1e-4)
-    return tests + 1
+    return tests + 2
 
 
 @exercise("one beam-search step (beam_step)", reference=ref_beam_step)
 def beam_step(ev: Evaluation, answer):
     tests = 0
-    for seed, beam_size, V in ((0, 3, 7), (1, 4, 5), (2, 2, 11)):
+    for seed, beam_size, V in ((0, 3, 7), (1, 4, 5), (2, 2, 11), (3, 4, 4)):
         scores, log_probs = beam_inputs(ev, seed, beam_size, V)
         ref = ref_beam_step(scores, log_probs, beam_size)
-        new_scores, origin, token = expect_returns(ev.call(answer, scores.clone(), log_probs.clone(), beam_size), ref,
-                                                   ("new_scores", "origin", "token"))
+        new_scores, origin, token = expect_returns(
+            call_naming(ev, beam_crashes(beam_size, V), answer, scores.clone(), log_probs.clone(), beam_size), ref,
+            ("new_scores", "origin", "token"))
         for x, what in ((new_scores, "new_scores"), (origin, "origin"), (token, "token")):
             expect_shape(x, (beam_size,), what)
         integer_indices(origin, "origin")

@@ -52,6 +52,9 @@ def noam_mistakes(s, d, w):
         _PRECEDENCE.format(x="d_model", k=1, h=0.5): 1 / d / 2 * np.minimum(s ** -0.5, lin),
         "the warm-up part is step / warmup_steps, which reaches 1 at the peak: use step * warmup_steps^-1.5, "
         "which equals step^-0.5 at step = warmup_steps": d ** -0.5 * np.minimum(s ** -0.5, s / w),
+        "the warm-up part is (step * warmup_steps)^-1.5: only warmup_steps takes the exponent -1.5, the step "
+        "multiplies it: step * warmup_steps ** -1.5 (`**` binds tighter than `*`, no parentheses needed)":
+            d ** -0.5 * np.minimum(s ** -0.5, (s * w) ** -1.5),
         "the warm-up rises linearly to d_model^-0.5 (step / warmup_steps), so the rate drops suddenly after "
         "step = warmup_steps: during warm-up it is d_model^-0.5 * step * warmup_steps^-1.5, which meets "
         "d_model^-0.5 * step^-0.5 at the peak": d ** -0.5 * np.where(s < w, s / w, s ** -0.5),
@@ -96,7 +99,10 @@ def plain_number(x):
 # ---------------------------------------------------------------------------------------------
 def _loss_draw(g, B=3, T=6, V=9, pad_id=0):
     logits = torch.tensor(g.normal(0, 2, size=(B, T, V)), dtype=torch.float32)
-    target = torch.tensor(g.integers(1, V, size=(B, T)))
+    target = torch.tensor(g.integers(0, V - 1, size=(B, T)))
+    target = target + (target >= pad_id).long()  # every id but pad_id (0 is a real token when pad_id != 0)
+    if pad_id:
+        target[1, :2] = 0
     target[0, T - 2:] = pad_id                   # sentences of 4, 6 and 1 real tokens
     target[2, 1:] = pad_id
     pad = target == pad_id
@@ -105,13 +111,14 @@ def _loss_draw(g, B=3, T=6, V=9, pad_id=0):
     return logits, target
 
 
-def loss_inputs(ev, seed, eps):
-    """(logits (3, 6, 9), target (3, 6)) with padding (0) at the end of two sentences, drawn until the
+def loss_inputs(ev, seed, eps, pad_id=0):
+    """(logits (3, 6, 9), target (3, 6)) with padding (pad_id) at the end of two sentences, drawn until the
     right loss and every mistake of `loss_mistakes` are far apart (or equal)."""
     g = ev.rng(seed)
     for _ in range(50):
-        logits, target = _loss_draw(g)
-        values = [ref_loss(logits, target, eps, 0), *loss_mistakes(logits, target, eps).values()]
+        logits, target = _loss_draw(g, pad_id=pad_id)
+        values = [ref_loss(logits, target, eps, pad_id), *loss_mistakes(logits, target, eps, pad_id).values(),
+                  *([ref_loss(logits, target, eps, 0)] if pad_id else [])]
         if _distinct(values, rtol=1e-2, atol=1e-3):
             break
     return logits, target
@@ -150,6 +157,10 @@ def loss_mistakes(logits, target, eps, pad_id=0):
         "real tokens only": smoothed.mean(),
         "the sum over real tokens is divided by ALL positions: divide by the number of non-padding "
         "tokens": (smoothed * keep).sum() / keep.numel(),
+        "the sum over real tokens is divided by the number of sentences B = target.size(0): divide by the "
+        "number of non-padding tokens, (target != pad_id).sum()": (smoothed * keep).sum() / target.size(0),
+        "the sum over real tokens is divided by the sentence length T = target.size(1): divide by the "
+        "number of non-padding tokens, (target != pad_id).sum()": (smoothed * keep).sum() / target.size(1),
         "the loss is the plain cross-entropy: mix in ε times the average of -log p over the "
         "vocabulary": masked_mean(nll),
         "the true-token term is not scaled by (1 - ε)": masked_mean(nll + eps * uniform),
@@ -250,6 +261,7 @@ def beam_mistakes(scores, log_probs, beam_size):
     local, local_tok = candidates.topk(min(beam_size, V), dim=-1)
     first = slice(0, beam_size)
     product, idx_prod = (scores[:, None] * log_probs).flatten().topk(beam_size)
+    row = (scores[None, :] + log_probs).flatten().topk(beam_size) if K == V else None   # scores as a (K,) row
     return {
         "the previous scores are not added: a candidate's score is scores[k] + log_probs[k, v]":
             _as_out(top_lp, idx_lp // V, idx_lp % V),
@@ -268,9 +280,23 @@ def beam_mistakes(scores, log_probs, beam_size):
         "the flat index is decoded with the number of beams K = scores.size(0): the (K, V) candidates have V "
         "per beam, so origin = index // V and token = index % V, with V = log_probs.size(-1)":
             _as_out(top, idx // K, idx % K),
+        **({UNSQUEEZE: _as_out(row.values, row.indices // V, row.indices % V)} if row is not None else {}),
         "the prefix score is multiplied by the token's log-probability: probabilities multiply, so their logs "
         "ADD: a candidate's score is scores[k] + log_probs[k, v]": _as_out(product, idx_prod // V, idx_prod % V),
     }
+
+
+UNSQUEEZE = ("scores (K,) was added to log_probs (K, V) without a token axis: broadcasting lines a (K,) vector up with "
+             "the LAST axis (the V tokens), so torch cannot add them unless K == V, and then adds scores[v] to token v "
+             "of every beam. Give each beam's score its own row: scores[:, None] + log_probs (scores.unsqueeze(-1)).")
+
+
+def beam_crashes(K, V):
+    """The crashes of beam_step's typical slips (evaluation.call_naming's errors), for scores (K,), log_probs (K, V)."""
+    def broadcast(match):
+        return UNSQUEEZE if {int(match[1]), int(match[2])} == {K, V} else None
+    return [(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton dimension",
+             broadcast)]
 
 
 def beam_inputs(ev, seed, K, V):

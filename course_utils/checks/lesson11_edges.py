@@ -94,7 +94,8 @@ def causal_block_large_scores(ev: Evaluation, answer, call):
 
 def block_edges(ev: Evaluation, cls, module, params, x, parts):
     """The γ-residual block beyond its values: gradients reach γ, the convolutions and x through o; γ < 0 is used as
-    it is; SelfAttention2d(12) (C̄ = 12 // 8 = 1) works. `parts`: lesson11's layout check, errors and output."""
+    it is; SelfAttention2d(12) and (4) (C̄ = max(C // 8, 1) = 1) work. `parts`: lesson11's layout check, errors and
+    output."""
     x = x.clone().requires_grad_()
     module.zero_grad()
     call(ev, module, x, errors=parts["forward"]).sum().backward()
@@ -121,17 +122,33 @@ def block_edges(ev: Evaluation, cls, module, params, x, parts):
     _expect_one_key_channel(ev, cls, parts)
 
 
-def _expect_one_key_channel(ev, cls, parts, channels=12):
-    """SelfAttention2d(12), C̄ = 12 // 8 = 1: squeezed kernels lose the C̄ axis, C/8 rounded up makes 2."""
+def _expect_one_key_channel(ev, cls, parts):
+    """SelfAttention2d(12) and (4), C̄ = max(C // 8, 1) = 1: squeezed kernels lose the C̄ axis, C/8 rounded up makes
+    2, channels // 8 without its floor makes 0 channels for C < 8."""
+    for channels in (12, 4):
+        _expect_c_bar_one(ev, cls, parts, channels)
+
+
+ZERO = ("SelfAttention2d({C}) has {what} with 0 channels: C̄ = {C} // 8 = 0 for fewer than 8 channels, so the "
+        "attention is empty (its softmax gives NaN). C̄ is channels // 8 but at least 1: c_bar = max(channels // 8, 1)")
+
+
+def _expect_c_bar_one(ev, cls, parts, channels):
+    c_bar = f"C̄ = max({channels} // 8, 1) = 1"
     try:
-        shapes = parts["layout"](call(ev, cls, channels, errors=parts["build"]), channels, channels // 8)
+        module = call(ev, cls, channels, errors=parts["build"])
+        empty = [f"self.{key.split('.')[0]}" for key, t in module.state_dict().items()
+                 if key.endswith("weight") and 0 in tuple(t.shape)]
+        expect(not empty, ZERO.format(C=channels, what=", ".join(empty)))
+        shapes = parts["layout"](module, channels, 1)
     except ExerciseError as error:
-        raise ExerciseError(f"with channels = {channels} (C̄ = {channels} // 8 = 1): {error}") from None
+        if str(error).startswith("SelfAttention2d("):
+            raise
+        raise ExerciseError(f"with channels = {channels} ({c_bar}): {error}") from None
     g = ev.rng(121)
     params = {key: randn(g, *shape, scale=0.5) for key, shape in shapes.items()}
     x = randn(g, 2, channels, 3, 3)
-    module = call(ev, cls, channels, errors=parts["build"])
-    lost = (f"SelfAttention2d({channels}), where C̄ = {channels} // 8 = 1, {{}} though SelfAttention2d(16) is right: "
+    lost = (f"SelfAttention2d({channels}), where {c_bar}, {{}} though SelfAttention2d(16) is right: "
             "the C̄ axis is lost when it has size 1, as by .squeeze(), which drops every axis of size 1. Take each "
             "kernel's matrix with self.f.weight[:, :, 0, 0] (or .flatten(1)).")
     try:
@@ -142,5 +159,5 @@ def _expect_one_key_channel(ev, cls, parts, channels=12):
         raise ExerciseError(lost.format("raises") + f"\n  ({_raised(error)})") from None
     expect(hasattr(y, "shape") and tuple(y.shape) == tuple(x.shape), lost.format(
         f"returns {tuple(y.shape) if hasattr(y, 'shape') else type(y).__name__} for x of shape {tuple(x.shape)}"))
-    ev.expect_close(y, x + 0.5 * parts["output"](params, x), f"y of SelfAttention2d({channels}) (C̄ = 1, γ = 0.5)",
+    ev.expect_close(y, x + 0.5 * parts["output"](params, x), f"y of SelfAttention2d({channels}) ({c_bar}, γ = 0.5)",
                     atol=1e-4, hint=lost.format("gives other values"))

@@ -47,8 +47,6 @@ from .gpt_mistakes import (
     LOSS_NO_GRAD,
     MODEL_ERRORS,
     MODEL_MISTAKES,
-    TIED_IN_FORWARD,
-    UNTIED,
     ReferenceGPT,
     block_variant,
     loss_variant,
@@ -79,11 +77,11 @@ from .lesson12_setup import (
     randomise,
     rope_frequencies,
     seeded,
-    tied,
     unnormalised,
     wrong_half,
     wrong_part,
 )
+from .lesson12_tie import expect_tied
 
 __all__ = ["next_token_loss", "gpt_block", "gpt", "sampling_distribution", "cached_attention_step", "apply_rope",
            "grouped_query_attention", "reference_cached_attention_step", "ReferenceGPT"]
@@ -187,8 +185,7 @@ def gpt(ev: Evaluation, cls):
             with explained(functools.partial(wrong_part, ev, module, reference, tokens)):
                 ev.expect_close(logits, expected, f"the logits (T = {T}, max_len = {max_len}{where})",
                                 mistakes=mistakes, atol=1e-4)
-            expect(training or tied(ev, module, tokens, logits), UNTIED)
-            expect(tied_in_init or module.head.weight is not module.embed.weight, TIED_IN_FORWARD)
+            expect_tied(ev, module, tokens, logits, training, tied_in_init)
             for k in () if training else (T - 1, T // 2):   # causality: later tokens changed, earlier logits kept
                 changed = tokens.clone()
                 changed[:, k:] = (changed[:, k:] + 1) % (V - 1) + 1

@@ -12,7 +12,7 @@ from .. import induction as ref
 from ..rollout import attention_rollout as ref_rollout
 from . import lesson14_mistakes as mk
 from .core import ExerciseError, exercise, expect, expect_returns, expect_shape, randn, single_threaded
-from .evaluation import Evaluation
+from .evaluation import Evaluation, call_naming
 
 __all__ = ["head_scores", "ablation_effect", "keep_sinks_and_window", "attention_rollout"]
 
@@ -145,6 +145,20 @@ def _zero_slice(layer, head, kind):
     return edit
 
 
+def _zero_in_proj(layer, head, part):
+    """Zeroes the head's queries (part 0) or keys (part 1): its rows of W_Q (or W_K) and their bias."""
+    def edit(model):
+        attn = ref.attention_heads(model)[layer]
+        lo = part * attn.d_model + head * attn.d_head
+
+        def hook(module, args, out):
+            out = out.clone()
+            out[..., lo:lo + attn.d_head] = 0
+            return out
+        return [attn.in_proj.register_forward_hook(hook)]
+    return edit
+
+
 def _ablate(layer, head):
     def edit(model):
         context = ref.ablate_heads(model, [(layer, head)])
@@ -158,14 +172,17 @@ def _ablate(layer, head):
 
 
 def _ablation_variants(model, tokens, L, layer, head):
-    second, whole, early = slice(L, 2 * L - 1), slice(0, 2 * L - 1), slice(L - 1, 2 * L - 1)
-    clean = {k: _loss_with(model, tokens, L, s) for k, s in (("second", second), ("whole", whole), ("early", early))}
+    second, whole, early, late = slice(L, 2 * L - 1), slice(0, 2 * L - 1), slice(L - 1, 2 * L - 1), slice(L + 1, 2 * L)
+    clean = {k: _loss_with(model, tokens, L, s) for k, s in (("second", second), ("whole", whole), ("early", early),
+                                                             ("late", late))}
     ablated = lambda s, edit: _loss_with(model, tokens, L, s, edit)          # noqa: E731
     right = ablated(second, _ablate(layer, head))
     out = {
         "sign": clean["second"] - right, "ablated_only": right,
         "whole": ablated(whole, _ablate(layer, head)) - clean["whole"],
         "early": ablated(early, _ablate(layer, head)) - clean["early"],
+        "late": ablated(late, _ablate(layer, head)) - clean["late"],
+        "queries": ablated(second, _zero_in_proj(layer, head, 0)) - clean["second"],
         "rows": ablated(second, _zero_output_rows(layer, head)) - clean["second"],
         "values": ablated(second, _zero_values_not_bias(layer, head)) - clean["second"],
         "other_head": ablated(second, _ablate(layer, 1 - head)) - clean["second"],
@@ -185,6 +202,11 @@ _ABL = {
              "the first), where only an induction circuit can help",
     "early": "the second copy's loss includes its first token, which nothing can predict (nothing says the repeat "
              "starts there): average over targets L+1 .. 2L-1, i.e. the losses at positions L .. 2L-2",
+    "late": "the loss is averaged over positions L+1 .. 2L-1 of loss_per_position, one too late: position t holds "
+            "the loss of token t + 1, so targets L+1 .. 2L-1 are positions L .. 2L-2, losses[L:2 * L - 1]",
+    "queries": "you zeroed the head's queries or keys (its rows of W_Q or W_K, and their bias): its attention "
+               "becomes uniform but it still writes its values into the stream; make it write nothing: zero its "
+               "output, its slice of W_O's input (features head·d_head .. (head+1)·d_head)",
     "rows": "you zeroed the head's slice of W_O's OUTPUT (d_model features that every head writes to); the "
             "head's own output is its slice of W_O's INPUT, features head·d_head .. (head+1)·d_head",
     "values": "you zeroed the head's rows of W_V but not its bias: the head still writes W_O·b_V; zero its "
@@ -276,7 +298,24 @@ _SINK = {
     "short_sinks_long": "positions repeated: when the cache holds no more than sinks + window positions, nothing "
                         "is evicted: return it unchanged",
     "axis": "the cache is cut along the wrong axis: k and v are (B, heads, t, d_head), the positions are axis -2",
+    "other": "{what} hold positions of {other} (a copy-paste slip?): cut each of k and v from itself, the same "
+             "positions from both",
 }
+
+
+def _sink_crashes(x):
+    """The crashes of keep_sinks_and_window's typical slips (evaluation.call_naming's errors), for x (B, h, t, d)."""
+    def axis(match):
+        return _SINK["axis"] if int(match[1]) != x.dim() - 2 else None
+    return [(r"Sizes of tensors must match except in dimension (\d+)", axis)]
+
+
+def _mixed(x, other, sinks, window):
+    """x's cut with one part (or both) taken from `other`: a copy-paste slip between k and v."""
+    sinks_of = lambda y: y[..., :min(sinks, y.size(-2)), :]                    # noqa: E731
+    window_of = lambda y: _cut(y, sinks, window, "plain")                      # noqa: E731
+    return [torch.cat([sinks_of(x), window_of(other)], -2), torch.cat([sinks_of(other), window_of(x)], -2),
+            sinks_ref.keep_sinks_and_window(other, other, sinks, window)[0]]
 
 
 @exercise("a key/value cache that keeps the attention sinks", name="keep_sinks_and_window",
@@ -291,8 +330,9 @@ def keep_sinks_and_window(ev: Evaluation, answer):
         k = torch.arange(t, dtype=torch.float32)[:, None] + 0.01 * randn(g, B, h, t, d)   # key i holds about i
         v = randn(g, B, h, t, d)
         want_k, want_v = sinks_ref.keep_sinks_and_window(k, v, s, w)
-        got_k, got_v = expect_returns(ev.call(answer, k, v, s, w), (want_k, want_v), ("k", "v"))
-        for got, want, x, what in ((got_k, want_k, k, "the keys k"), (got_v, want_v, v, "the values v")):
+        result = call_naming(ev, _sink_crashes(k), answer, k, v, s, w)
+        got_k, got_v = expect_returns(result, (want_k, want_v), ("k", "v"))
+        for got, want, x, other, what in ((got_k, want_k, k, v, "the keys k"), (got_v, want_v, v, k, "the values v")):
             expect(hasattr(got, "shape"), f"{what} should be a tensor, got {type(got).__name__}")
             mistakes = {}
             for kind in ("short_sinks_long", "plain", "plain_total", "short", "long", "reversed", "oldest"):
@@ -303,6 +343,9 @@ def keep_sinks_and_window(ev: Evaluation, answer):
                 wrong = _cut(x, s, w, "axis", dim)
                 if wrong.shape != want.shape:
                     mistakes.setdefault(_SINK["axis"], wrong)
+            for i, wrong in enumerate(_mixed(x, other, s, w)):       # (one message, distinct keys)
+                if not (wrong.shape == want.shape and torch.allclose(wrong, want)):
+                    mistakes[_SINK["other"].format(what=what, other="v" if x is k else "k") + " " * i] = wrong
             if want.shape != x.shape:
                 mistakes.setdefault(f"{what} are not cut: evict the same positions from k and from v", x)
             ev.expect_close(got, want, f"{what} (t = {t}, sinks = {s}, window = {w})", mistakes=mistakes)

@@ -39,6 +39,10 @@ SAYS = {
                     "(t = L .. 2L-1) has an earlier occurrence of its token to look back at",
     "ind_short": "the induction score leaves out the last query, 2L-1: torch.arange(a, b) stops at b - 1; average "
                  "over t = L .. 2L-1, torch.arange(L, 2 * L)",
+    "prev_late": "the previous-token score leaves out the first query, t = 1 (its key is token 0): average over "
+                 "t = 1 .. 2L-1, torch.arange(1, 2 * L)",
+    "ind_late": "the induction score leaves out the second copy's first query, t = L (key 1): "
+                "average over t = L .. 2L-1, torch.arange(L, 2 * L), L queries",
     "ind_early": "the induction queries are one position early: you read queries L-1 .. 2L-2 (keys 0 .. L-1), and "
                  "query L-1 is still in the first copy; the queries are t = L .. 2L-1, each with key t - L + 1",
 }
@@ -63,7 +67,8 @@ def score_variants(w, L):
         "ind_over_all": w[..., t2, t2 - L + 1].sum(-1) / (2 * L),
         "ind_over_all_1": w[..., t2, t2 - L + 1].sum(-1) / (2 * L - 1),
         "ind_swapped": w[..., t2 - L + 1, t2].mean(-1), "ind_short": w[..., t2[:-1], t2[:-1] - L + 1].mean(-1),
-        "ind_early": w[..., t2 - 1, t2 - L].mean(-1), "ind_block": w[..., t2, :][..., t2 - L + 1].mean((-2, -1))}
+        "ind_early": w[..., t2 - 1, t2 - L].mean(-1), "ind_late": w[..., t2[1:], t2[1:] - L + 1].mean(-1),
+        "prev_late": w[..., t1[1:], t1[1:] - 1].mean(-1), "ind_block": w[..., t2, :][..., t2 - L + 1].mean((-2, -1))}
     for name, score in (("prev", prev), ("ind", ind)):
         if score.dim() >= 2:                                       # (B, h): the same score for a whole axis
             out[f"{name}_batch"] = score.mean(0, keepdim=True).expand_as(score)
@@ -95,6 +100,8 @@ def rollout_variant(maps, kind):
     weights = {"half_attention": (0.5, 1.0), "half_identity": (1.0, 0.5)}.get(kind, (0.5, 0.5))
     for i, layer in enumerate(layers):
         a = heads.get(kind, lambda a: a.mean(1))(layer)
+        if kind == "renorm_before":
+            a = a / a.sum(-1, keepdim=True)                  # A's rows renormalised, then 0.5·I + 0.5·A
         if kind == "no_residual" or (kind == "first_raw" and i == 0):
             pass
         elif kind == "unnormalised":
@@ -142,6 +149,9 @@ ROLL = {
     "half_attention": _WEIGHTS,
     "half_identity": _WEIGHTS + " ",
     "elementwise": "the layers are multiplied element by element (*): rollout is a MATRIX product, R = Ã_l @ R",
+    "renorm_before": "A's rows are renormalised before the identity is added: renormalise the rows of Ã = 0.5·I + "
+                     "0.5·A itself (add the identity, then a / a.sum(-1, keepdim=True)); when A's rows do not sum to 1 "
+                     "(here weights after dropout) the two differ",
     "no_renorm": "the rows of Ã = 0.5·I + 0.5·A are not renormalised: when A's rows do not sum to 1 (here attention "
                  "weights after dropout), neither do R's; divide each row by its sum, a / a.sum(-1, keepdim=True)",
 }

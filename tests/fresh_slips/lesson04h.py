@@ -673,6 +673,7 @@ SLIPS = [
     ("reinforce_loss", "detaches the baseline only, so the gradient still flows into the reward",
      reinforce_baseline_only_detached),
     ("reinforce_loss", "product of the batch means instead of the mean of the products", reinforce_product_of_means),
+    ("additive_score", "builds the concatenation [s; h_i] and applies W_a with F.linear", additive_concat),
 ]
 
 CORRECT = [
@@ -680,7 +681,6 @@ CORRECT = [
     ("cosine_score", "normalise s and h with F.normalize, then a batched matmul", cosine_normalize_first),
     ("cosine_score", "explicit sums of products and squares, denominator clamped", cosine_explicit_sums),
 
-    ("additive_score", "builds the concatenation [s; h_i] and applies W_a with F.linear", additive_concat),
     ("additive_score", "einsum for both halves and for v_a", additive_einsum),
     ("additive_score", "splits W_a counting d_h from the end, F.linear, elementwise product with v_a", additive_split_from_end),
 

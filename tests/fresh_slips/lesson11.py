@@ -209,7 +209,7 @@ class OwnAttention(_Block):
                            self.h.weight.squeeze(-1).squeeze(-1), self.v.weight.squeeze(-1).squeeze(-1))
 
 
-@correct("self_attention_block", "channels // 8 without max, gamma * o + x")
+@slip("self_attention_block", "channels // 8 without max, gamma * o + x")   # right until the text asked for C̄ >= 1
 class NoMax(_Block):
     def __init__(self, channels):
         super().__init__(channels)

@@ -336,12 +336,12 @@ SLIPS = [
     ("causal_attention_block", "u: values computed with W_k (copy-paste)", cab_v_from_Wk),
     ("causal_attention_block", "u: causal_mask(d_in) instead of causal_mask(T)", cab_mask_of_din),
     ("causal_attention_block", "u: returns the read-out only, x not concatenated", cab_read_only),
+    ("self_attention_block", "gamma tensor([0.]), addcmul, weights not detached", BlockGammaTensorList),  # right until the text asked for C̄ >= 1
 ]
 
 CORRECT = [
     ("self_attention_2d", "einsum throughout", sa_einsum),
     ("self_attention_2d", "W_v W_h applied before mixing", sa_Wv_first),
-    ("self_attention_block", "gamma tensor([0.]), addcmul, weights not detached", BlockGammaTensorList),
     ("patchify", "F.unfold then reorder (C,P,P)->(P,P,C)", patch_unfold),
     ("patchify", "python loops over patches", patch_loops),
     ("dense_block", "F.conv1d with dilation", dense_conv1d),
