@@ -134,3 +134,27 @@ def call_naming(ev: Evaluation, errors, answer, *args, **kwargs):
                 raised = text[len(RAISED):].partition("\n")[0]
                 raise ExerciseError(f"{message} (torch said: {raised[:200]})") from None
         raise
+
+
+def renamed(error, symptom):
+    """The learner's crash `error` told as the `symptom` of its slip, PyTorch's line and the learner's lines below."""
+    raised, _, rest = str(error)[len(RAISED):].partition("\n")
+    where = "\n".join(line for line in rest.splitlines() if "called with" not in line)
+    return ExerciseError(f"{symptom}\n  (PyTorch: {raised[:200]})" + (f"\n{where}" if where.strip() else ""))
+
+
+def crashes_named(symptom_of):
+    """A decorator: `check(ev, answer)` whose learner's crashes get the symptom `symptom_of(error text, the check's
+    name)` gives (or stay as they are where it gives None)."""
+    def wrap(check):
+        @functools.wraps(check)
+        def run(ev, answer):
+            try:
+                return check(ev, answer)
+            except ExerciseError as error:
+                symptom = symptom_of(str(error), check.__name__) if str(error).startswith(RAISED) else None
+                if symptom:
+                    raise renamed(error, symptom) from None
+                raise
+        return run
+    return wrap

@@ -17,8 +17,7 @@ import torch
 
 from .. import scores as ref
 from .core import ExerciseError
-
-RAISED = "your function raised "
+from .evaluation import RAISED
 
 SIZES_MIXED = ("your function works when d_s = d_h but fails when they differ (here d_s = {d_s}, d_h = {d_h}): "
                "d_h is used where d_s belongs, or the reverse. W_a = [W_s W_h] splits after its first d_s "

@@ -10,8 +10,8 @@ import numpy as np
 import torch
 
 from .core import ExerciseError, to_numpy
+from .evaluation import RAISED
 
-RAISED = "your function raised "
 NOT_BROADCAST = ("s is not broadcast over the positions: (B, T, d_attn) + (B, d_attn) lines the batch axis of s up "
                  "with the positions axis; add s @ W_s as (B, 1, d_attn) (`.unsqueeze(1)`).")
 OTHER_EXAMPLE = ("some scores use the decoder state s of ANOTHER example of the batch: W_s s of example b must be "

@@ -3,14 +3,12 @@ common slips (a float size from `/`, a view of a transposed tensor, sizes taken 
 and values of different lengths), the right numbers of x put in the wrong places by a split or a merge, and a
 positional encoding that matches a known mistake once float32 rounding of its large angles is allowed for."""
 import contextlib
-import functools
 import re
 
 import numpy as np
 
 from .core import ExerciseError, ValuesDiffer, to_numpy
-
-RAISED = "your function raised "
+from .evaluation import crashes_named
 
 FLOAT_SIZE = ("a size is a float: a division with `/` (d_model / num_heads = 4.0) gives a float, and view, reshape, "
               "zeros or a slice take whole numbers; use integer division, `d_model // num_heads`")
@@ -30,12 +28,6 @@ SIZES = {
 }
 
 
-def _renamed(error, symptom):
-    raised, _, rest = str(error)[len(RAISED):].partition("\n")
-    where = "\n".join(line for line in rest.splitlines() if "called with" not in line)
-    return ExerciseError(f"{symptom}\n  (PyTorch: {raised[:200]})" + (f"\n{where}" if where.strip() else ""))
-
-
 def _crash_symptom(text, exercise):
     first = text.partition("\n")[0]
     if re.search(r"but got float|must be int, not float|ints, not float|'float' object cannot be interpreted as an "
@@ -52,18 +44,7 @@ def _crash_symptom(text, exercise):
     return None
 
 
-def naming_crashes(check):
-    """`check(ev, answer)` whose learner's crashes of a known slip are named (PyTorch's message kept below)."""
-    @functools.wraps(check)
-    def run(ev, answer):
-        try:
-            return check(ev, answer)
-        except ExerciseError as error:
-            symptom = _crash_symptom(str(error), check.__name__) if str(error).startswith(RAISED) else None
-            if symptom:
-                raise _renamed(error, symptom) from None
-            raise
-    return run
+naming_crashes = crashes_named(_crash_symptom)   # a check whose learner's crashes of a known slip are named
 
 
 @contextlib.contextmanager

@@ -13,8 +13,8 @@ import torch
 from ..masks import masked_softmax
 from ..vision import conv1x1
 from .core import ExerciseError, randn
+from .evaluation import RAISED
 
-RAISED = "your function raised "
 VIEW = (r"view size is not compatible",
         "`.view()` cannot follow a transpose or a permute (the values are no longer laid out in that order in "
         "memory): use `.reshape()` there (or `.contiguous().view()`).")

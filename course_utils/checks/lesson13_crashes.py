@@ -4,13 +4,12 @@ names the failures of a tiled forward pass (a mask sliced before it was broadcas
 full block, a number per query without its last axis, a tile that meets the whole sequence). The PyTorch message is
 kept below each symptom."""
 import contextlib
-import functools
 import re
 
 from .core import ExerciseError
+from .evaluation import RAISED, crashes_named, renamed
 from .lesson13_symptoms import TILED
 
-RAISED = "your function raised "
 CRASHES = [
     (r"must be Tensor, not torch\.return_types\.(max|min)",
      "`x.max(dim=...)` returns two things, (values, indices), not a tensor: take x.amax(dim=-1) (or "
@@ -48,25 +47,12 @@ STACKED = ("a merged statistic has 2 values, one per PART, where it needs one pe
            "(2, R) the parts are axis 0, so reduce over dim=0 (or take torch.maximum(m1, m2) element by element)")
 
 
-def _renamed(error, symptom):
-    raised, _, rest = str(error)[len(RAISED):].partition("\n")
-    where = "\n".join(line for line in rest.splitlines() if "called with" not in line)
-    return ExerciseError(f"{symptom}\n  (PyTorch: {raised[:200]})" + (f"\n{where}" if where.strip() else ""))
+def _listed(text, _check):
+    """The symptom of the first of CRASHES whose pattern PyTorch's line matches, or None."""
+    return next((symptom for pattern, symptom in CRASHES if re.search(pattern, text.partition("\n")[0])), None)
 
 
-def naming_crashes(check):
-    """`check(ev, answer)` whose learner crashes listed in CRASHES are named (the PyTorch message kept below)."""
-    @functools.wraps(check)
-    def run(ev, answer):
-        try:
-            return check(ev, answer)
-        except ExerciseError as error:
-            if str(error).startswith(RAISED):
-                for pattern, symptom in CRASHES:
-                    if re.search(pattern, str(error).partition("\n")[0]):
-                        raise _renamed(error, symptom) from None
-            raise
-    return run
+naming_crashes = crashes_named(_listed)   # a check whose learner crashes listed in CRASHES are named
 
 
 @contextlib.contextmanager
@@ -82,20 +68,20 @@ def forward_failure(mask, block_q, T_q, d_v, block_k=None):
             raise
         wide = re.search(r"expanded size of the tensor \((\d+)\) must match the existing size \((\d+)\)", text)
         if wide and int(wide[2]) == d_v != int(wide[1]):
-            raise _renamed(error, WIDE_OUT.format(d_k=wide[1], d_v=d_v)) from None
+            raise renamed(error, WIDE_OUT.format(d_k=wide[1], d_v=d_v)) from None
         if mask is not None:
-            raise _renamed(error, TILED["mask_not_broadcast"].format(shape=tuple(mask.shape))) from None
+            raise renamed(error, TILED["mask_not_broadcast"].format(shape=tuple(mask.shape))) from None
         sizes = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", text)
         sizes = {int(sizes[1]), int(sizes[2])} if sizes else set()
         if T_q % block_q and sizes == {block_q, T_q % block_q}:
-            raise _renamed(error, STATE_SIZE.format(bq=block_q)) from None
+            raise renamed(error, STATE_SIZE.format(bq=block_q)) from None
         if len(sizes) == 2 and d_v in sizes and d_v != block_q and sizes & {block_q, T_q % block_q}:
-            raise _renamed(error, NO_AXIS) from None
+            raise renamed(error, NO_AXIS) from None
         numbers = [int(n) for n in re.findall(r"\d+", text.partition("\n")[0])]
         if T_q in numbers and {block_q, block_k} & set(numbers) and T_q not in (block_q, block_k):
-            raise _renamed(error, SLICES.format(a=min(block_q, block_k or block_q), b=T_q)) from None
+            raise renamed(error, SLICES.format(a=min(block_q, block_k or block_q), b=T_q)) from None
         if "Expected size for first two dimensions of batch2 tensor" in text:
-            raise _renamed(error, TILED["k_query_range"] + " (the scores' tile and the values' disagree on the keys)") \
+            raise renamed(error, TILED["k_query_range"] + " (the scores' tile and the values' disagree on the keys)") \
                 from None
         raise
 
@@ -108,7 +94,7 @@ def merge_failure():
     except ExerciseError as error:
         sizes = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", str(error))
         if str(error).startswith(RAISED) and sizes and 2 in (int(sizes[1]), int(sizes[2])):
-            raise _renamed(error, STACKED) from None
+            raise renamed(error, STACKED) from None
         raise
 
 
@@ -120,5 +106,5 @@ def backward_failure(d_k, d_v):
     except ExerciseError as error:
         sizes = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", str(error))
         if str(error).startswith(RAISED) and sizes and {int(sizes[1]), int(sizes[2])} == {d_k, d_v}:
-            raise _renamed(error, GRAD_WIDTH.format(d_k=d_k, d_v=d_v)) from None
+            raise renamed(error, GRAD_WIDTH.format(d_k=d_k, d_v=d_v)) from None
         raise
