@@ -12,10 +12,12 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-# The grader moves every check's seeds by an offset the notebook cannot know: a planted mistake must be
-# named under any offset, not only under the notebook's (0). The check tests take this fixture
-# (`pytestmark = pytest.mark.usefixtures("any_seed_offset")`) and run once per offset.
-SEED_OFFSETS = (0, 1, 2, 17, 999, 40_009, 123_457, 999_983)
+# The grader moves every check's seeds by an offset the notebook cannot know: a mistake must be named under any
+# offset, not only under the notebook's (0). The check tests that take this fixture
+# (`pytestmark = pytest.mark.usefixtures("any_seed_offset")`) run once per offset: the notebook's, and one far from
+# it (as tests/test_exercises.py does for every registered mistake); the full sweep of the catalogues of slips
+# (tools/measure_slips.py --all) uses 16.
+SEED_OFFSETS = (0, 40_009)
 
 
 @pytest.fixture(params=SEED_OFFSETS, ids=lambda offset: f"offset{offset}")

@@ -33,6 +33,7 @@ gives the outcome without printing, raising or recording (the grader and the tes
 `double.strict(answer)` raises for an unfinished answer too (an autograder's test cell: tools/export_nbgrader.py).
 """
 import contextlib
+import re
 import sys
 import textwrap
 import warnings
@@ -51,6 +52,7 @@ from .expectations import (  # noqa: F401 - the checks import them from here
     expect_shape,
 )
 from .inputs import randn  # noqa: F401 - the checks import it from here
+from .mistakes import Mistake, Mistakes  # noqa: F401 - the checks import them from here
 
 PASSED, WRONG, NOT_IMPLEMENTED = record.STATUSES
 
@@ -65,6 +67,8 @@ class Outcome(NamedTuple):
     status: str           # "passed" | "wrong" | "not implemented"
     message: str          # the one line the learner sees
     tests: int = 0        # number of tests the check ran (when it passed)
+    key: str = ""         # the mistake named (mistakes.py): a key of the exercise's registry or of GENERIC
+    hint: str = ""        # its code-level hint, shown only when the learner asks (Exercise.hint)
 
     @property
     def passed(self):
@@ -72,9 +76,9 @@ class Outcome(NamedTuple):
 
 
 def lesson_of(module_name):
-    """'course_utils.checks.lesson05' -> '05'."""
-    tail = module_name.rsplit("lesson", 1)
-    return tail[1] if len(tail) == 2 and tail[1].isdigit() else module_name
+    """'course_utils.checks.lesson05' or 'course_utils.checks.lesson05.shift' -> '05'."""
+    found = re.search(r"(?:^|\.)lesson(\d\d)(?:\.|$)", module_name)
+    return found[1] if found else module_name
 
 
 class Exercise:
@@ -85,55 +89,88 @@ class Exercise:
     reference:  a correct answer with the exercise's signature; the tests pass it to the check.
     may_change: the names of the arguments the exercise lets the learner's function change in place (any other
                 argument changed in place is a wrong answer, whatever the function returns).
+    mistakes:   the exercise's registry of known mistakes (mistakes.Mistakes): each names a key, the words the learner
+                reads, the hint, and the wrong answer that shows it (tests/test_mistakes.py runs every one).
+    right:      right answers written other ways than the reference; each must pass.
+    random:     whether the check draws random inputs (`ev.rng`): only those run under several seed offsets in the
+                tests (the grader always moves the seeds); tests/test_mistakes.py holds the check to it.
     """
 
-    def __init__(self, check, title, learner_name, reference, may_change):
+    def __init__(self, check, title, learner_name, reference, may_change, mistakes=None, right=(), random=True):
         self.check, self.title, self.learner_name = check, title, learner_name
         self.reference, self.may_change = reference, tuple(may_change)
+        self.mistakes, self.right, self.random = mistakes if mistakes is not None else Mistakes(), tuple(right), random
         self.lesson, self.exercise = lesson_of(check.__module__), check.__name__
         self.__name__, self.__doc__, self.__wrapped__ = check.__name__, check.__doc__, check
+        self.last = None            # the last outcome a notebook saw (for `hint()`)
 
     def __repr__(self):
         return f"<check of lesson {self.lesson}: {self.title}>"
 
     def __call__(self, answer):
         """Check the learner's `answer` as a notebook does: print ✔ or ○, or raise the ✘ message; record it."""
-        outcome = self.evaluate(answer)
+        outcome = self.last = self.evaluate(answer)
         record.record(self.lesson, self.exercise, self.title, outcome.status, outcome.message)
         if outcome.status == WRONG:
             _install_ipython_handler()
-            raise ExerciseError(_sendable(outcome.message))
+            raise ExerciseError(_sendable(outcome.message + self._hint_offer(outcome)), key=outcome.key)
         print(wrap(_sendable(outcome.message)))
+
+    def _hint_offer(self, outcome):
+        return (f"\n  (Stuck? `check.{self.exercise}.hint()` shows a hint in code; the progress table will mark "
+                "the exercise as solved with it.)") if outcome.hint else ""
+
+    def hint(self):
+        """Print the code-level hint for the last wrong answer this check saw, and note in the progress file that the
+        hint was shown (the table marks the exercise ✔ʰ once solved)."""
+        last = self.last
+        if last is None or last.status != WRONG:
+            print(f"{self.title}: no hint yet: hints belong to a wrong answer; run the check on your answer first.")
+            return
+        if not last.hint:
+            print(f"{self.title}: this message has no hint in code: what it names is the whole clue.")
+            return
+        record.record(self.lesson, self.exercise, self.title, None, last.message)
+        print(wrap(f"hint for {self.title}: {last.hint}"))
 
     def strict(self, answer):
         """Like calling the check, but an unfinished answer fails too (an autograder's test cell)."""
         outcome = self.evaluate(answer)
         if not outcome.passed:
             _install_ipython_handler()
-            raise ExerciseError(_sendable(outcome.message))
+            raise ExerciseError(_sendable(outcome.message), key=outcome.key)
         print(wrap(_sendable(outcome.message)))
 
     def evaluate(self, answer, seed_offset=0):
         """The Outcome of checking `answer` on inputs drawn from the check's seeds + `seed_offset`, without
         printing, raising or recording it."""
+        return self.evaluation(answer, seed_offset)[0]
+
+    def evaluation(self, answer, seed_offset=0):
+        """(the Outcome, the Evaluation that made it): `evaluate`, with what the check did (ev.drew: whether it
+        drew random inputs)."""
+        ev = Evaluation(self.reference, seed_offset)
         if not callable(answer):
             return self._outcome(WRONG, f"✘ {self.title}: expected your function (or class), got "
-                                        f"{type(answer).__name__}: pass its name without calling it.")
-        ev = Evaluation(self.reference, seed_offset)
+                                        f"{type(answer).__name__}: pass its name without calling it.",
+                                 key="not_callable"), ev
+        return self._run(ev, answer), ev
+
+    def _run(self, ev, answer):
         with _own_random_state(), warnings.catch_warnings(record=True) as warned:
             warnings.simplefilter("always")
             try:
                 count = self.check(ev, answer)
-                problem = None
+                problem, key, hint = None, "", ""
             except LearnerNotImplemented:
                 return self._outcome(NOT_IMPLEMENTED, f"○ {self.title}: not implemented yet. Replace "
                                                       "`raise NotImplementedError()` in the exercise cell with "
                                                       "your code, run that cell, then run this check again.")
             except ExerciseError as error:
-                problem = str(error)
+                problem, key, hint = str(error), getattr(error, "key", ""), getattr(error, "hint", "")
             except Exception as error:  # noqa: BLE001 - e.g. an answer of a type the check cannot use
-                problem = (f"your answer could not be checked ({type(error).__name__}: {error}). Does it "
-                           "return what the exercise asks for?")
+                problem, key, hint = (f"your answer could not be checked ({type(error).__name__}: {error}). Does it "
+                                      "return what the exercise asks for?"), "unchecked", ""
         modified = [n for n in dict.fromkeys(ev.modified) if n not in self.may_change]
         if modified:
             names = ", ".join(f"`{n}`" for n in modified)
@@ -141,22 +178,23 @@ class Exercise:
             also = f" Then: {problem}" if problem and "wrong values (largest difference" not in problem else ""
             return self._outcome(WRONG, f"✘ {self.title}: your function changed its input {names} in place "
                                         "(e.g. `x /= s` or `x.pow_(2)`): compute on a new array instead, e.g. "
-                                        f"`x = x / s`; the caller's values must stay as they were.{also}")
+                                        f"`x = x / s`; the caller's values must stay as they were.{also}",
+                                 key="in_place")
         if problem is not None:
-            return self._outcome(WRONG, f"✘ {self.title}: {problem}" + _warning_note(warned))
+            return self._outcome(WRONG, f"✘ {self.title}: {problem}" + _warning_note(warned), key=key, hint=hint)
         tests = count if isinstance(count, int) and count > 0 else 1
         return self._outcome(PASSED, f"✔ {self.title}: correct" + (f" ({tests} tests)." if tests > 1 else "."),
                              tests)
 
-    def _outcome(self, status, message, tests=0):
-        return Outcome(self.lesson, self.exercise, self.title, status, message, tests)
+    def _outcome(self, status, message, tests=0, key="", hint=""):
+        return Outcome(self.lesson, self.exercise, self.title, status, message, tests, key, hint)
 
 
-def exercise(title, name=None, reference=None, may_change=()):
+def exercise(title, name=None, reference=None, may_change=(), mistakes=None, right=(), random=True):
     """Turn `check(ev, answer)` into the `Exercise` named `title`, registered under its lesson (see Exercise)."""
 
     def decorate(check):
-        ex = Exercise(check, title, name or check.__name__, reference, may_change)
+        ex = Exercise(check, title, name or check.__name__, reference, may_change, mistakes, right, random)
         REGISTRY.setdefault(ex.lesson, {})[ex.exercise] = ex
         return ex
 

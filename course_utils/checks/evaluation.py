@@ -23,6 +23,7 @@ import numpy as np
 from .errors import ExerciseError
 from .expectations import expect_close
 from .inputs import changed, given
+from .mistakes import said
 from .probes import reference_symptom
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -46,10 +47,18 @@ class Evaluation:
         self.seed_offset = int(seed_offset)  # 0 in a notebook; the grader draws one the notebook cannot know
         self.calls = []                     # every Call of the learner's code, in order
         self.modified = []                  # names of the arguments the learner's code changed in place
+        self.drew = False                   # whether the check drew random inputs (tests/test_mistakes.py)
 
     def rng(self, seed=0):
         """A NumPy generator for the check's inputs, seeded by `seed` moved by the evaluation's offset."""
+        self.drew = True
         return np.random.default_rng(seed + self.seed_offset)
+
+    @staticmethod
+    def fixed(seed=0):
+        """A NumPy generator NOT moved by the offset, for what never reaches the learner's code (e.g. the inputs the
+        check runs the learner's mask on, through the course's attention)."""
+        return np.random.default_rng(seed)
 
     def call(self, answer, *args, **kwargs):
         """Call the learner's `answer` on copies of the arguments; turn its exceptions into messages a learner can
@@ -78,13 +87,13 @@ class Evaluation:
             raise
         except SystemExit as error:
             raise ExerciseError(f"your function called exit() (SystemExit: {error.code}): return the result "
-                                "instead of stopping Python.") from None
+                                "instead of stopping Python.", key="exit") from None
         except Exception as error:  # the learner's code crashed: show where, in their code
             where = _learner_frames(error.__traceback__) or getattr(error, "learner_where", "")  # (the grader's)
             shapes = ", ".join(describe(a) for a in args)
             raise ExerciseError(
                 f"your function raised {type(error).__name__}: {error}\n"
-                f"  called with: {shapes}\n" + (f"  in your code:\n{where}" if where else "")) from None
+                f"  called with: {shapes}\n" + (f"  in your code:\n{where}" if where else ""), key="crash") from None
         finally:
             self.modified.extend(changed(answer, (args, kwargs), (args_given, kwargs_given)))
 
@@ -120,7 +129,8 @@ RAISED = "your function raised "
 def call_naming(ev: Evaluation, errors, answer, *args, **kwargs):
     """`ev.call(answer, ...)`, with the crashes listed in `errors` named: a typical mistake that makes torch (or
     NumPy) raise gets the words of its mistake, torch's first line after them. `errors` is [(regex searched in
-    the error and the learner's lines, message or a function of the match giving a message or None)]."""
+    the error and the learner's lines (torch_errors.py holds torch's own texts), a Mistake, a Said or words, or a
+    function of the match giving one or None)]."""
     try:
         return ev.call(answer, *args, **kwargs)
     except ExerciseError as error:
@@ -132,7 +142,8 @@ def call_naming(ev: Evaluation, errors, answer, *args, **kwargs):
             message = message(match) if match and callable(message) else message
             if match and message:
                 raised = text[len(RAISED):].partition("\n")[0]
-                raise ExerciseError(f"{message} (torch said: {raised[:200]})") from None
+                s = said(message)
+                raise ExerciseError(f"{s.says} (torch said: {raised[:200]})", key=s.key, hint=s.hint) from None
         raise
 
 
@@ -140,7 +151,9 @@ def renamed(error, symptom):
     """The learner's crash `error` told as the `symptom` of its slip, PyTorch's line and the learner's lines below."""
     raised, _, rest = str(error)[len(RAISED):].partition("\n")
     where = "\n".join(line for line in rest.splitlines() if "called with" not in line)
-    return ExerciseError(f"{symptom}\n  (PyTorch: {raised[:200]})" + (f"\n{where}" if where.strip() else ""))
+    s = said(symptom)
+    return ExerciseError(f"{s.says}\n  (PyTorch: {raised[:200]})" + (f"\n{where}" if where.strip() else ""),
+                         key=s.key, hint=s.hint)
 
 
 def crashes_named(symptom_of):

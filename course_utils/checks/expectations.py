@@ -10,28 +10,36 @@ import numpy as np
 
 from ..tensors import to_numpy
 from .errors import ExerciseError, ValuesDiffer
+from .mistakes import Said, said
 from .probes import _close, generic_symptom
 
 BARE = "wrong values (largest difference"          # the start of the message no symptom explains
 
 
+def fail(symptom, key=None, error=ExerciseError, extra=""):
+    """Raise `error` naming `symptom` (a registered Mistake, a Said, or words) under its key (or `key`)."""
+    s = said(symptom)
+    raise error(s.says + extra, key=key if key is not None else s.key, hint=s.hint)
+
+
 def expect(condition, symptom):
-    """Fail with `symptom` unless `condition` holds."""
+    """Fail with `symptom` (a registered Mistake, `mistake.at(...)`, or words) unless `condition` holds."""
     if not condition:
-        raise ExerciseError(symptom)
+        fail(symptom)
 
 
 def expect_shape(x, shape, what):
     """`x` has `shape` (None in `shape` matches any size)."""
     if not hasattr(x, "shape"):
         raise ExerciseError(f"{what} should be an array of shape {tuple(shape)}, got {type(x).__name__}"
-                            + (" (did you forget to `return` it?)" if x is None else "."))
+                            + (" (did you forget to `return` it?)" if x is None else "."),
+                            key="none" if x is None else "not_array")
     got = tuple(x.shape)
     ok = len(got) == len(shape) and all(e is None or e == g for e, g in zip(shape, got))
     if not ok and len(got) == len(shape) >= 2 and got == tuple(shape)[:-2] + tuple(shape)[-2:][::-1]:
         raise ExerciseError(f"{what} has shape {got}, expected {tuple(shape)}: the last two axes are swapped "
-                            "(a transposed matrix?).")
-    expect(ok, f"{what} has shape {got}, expected {tuple(shape)}.{shape_hint(got, shape)}")
+                            "(a transposed matrix?).", key="shape.transposed")
+    expect(ok, Said("shape", f"{what} has shape {got}, expected {tuple(shape)}.{shape_hint(got, shape)}"))
 
 
 def shape_hint(got, shape):
@@ -61,7 +69,7 @@ def _fits(got, shape):
 
 def expect_finite(x, what, hint=""):
     a = to_numpy(x)
-    expect(np.all(np.isfinite(a)), f"{what} contains NaN or inf.{(' ' + hint) if hint else ''}")
+    expect(np.all(np.isfinite(a)), Said("not_finite", f"{what} contains NaN or inf.{(' ' + hint) if hint else ''}"))
 
 
 def expect_close(actual, expected, what, mistakes=None, atol=1e-5, rtol=1e-4, hint="", probe=None):
@@ -76,50 +84,55 @@ def expect_close(actual, expected, what, mistakes=None, atol=1e-5, rtol=1e-4, hi
     `probe_reference`, which runs the exercise's reference on the learner's inputs, changed).
     """
     if actual is None:
-        raise ExerciseError(f"{what} is None: did you forget to `return` the result?")
+        raise ExerciseError(f"{what} is None: did you forget to `return` the result?", key="none")
     dtype = getattr(actual, "dtype", None)
     a, e = to_numpy(actual), to_numpy(expected)
     if a.shape != e.shape:
-        for symptom, wrong in (mistakes or {}).items():
-            if _close(a, to_numpy(wrong).astype(a.dtype, copy=False), atol, rtol):
-                raise ExerciseError(symptom)
-        raise ExerciseError(generic_symptom(a, e, what, atol, rtol, dtype)
-                            or f"{what} has shape {a.shape}, expected {e.shape}.{shape_hint(a.shape, e.shape)}")
+        _name_one(what, [symptom for symptom, wrong in (mistakes or {}).items()
+                         if _close(a, to_numpy(wrong).astype(a.dtype, copy=False), atol, rtol)])
+        fail(generic_symptom(a, e, what, atol, rtol, dtype)
+             or Said("shape", f"{what} has shape {a.shape}, expected {e.shape}.{shape_hint(a.shape, e.shape)}"))
     if not np.all(np.isfinite(a)) and np.all(np.isfinite(e)):
         finite = np.isfinite(a)
         candidates = [(symptom, to_numpy(wrong)) for symptom, wrong in (mistakes or {}).items()]
         candidates = [(symptom, w) for symptom, w in candidates if w.shape == a.shape and not np.all(np.isfinite(w))]
-        for symptom, wrong in candidates:   # the mistake whose NaN/inf fall where the answer's do
-            if np.array_equal(np.isfinite(wrong), finite) and np.allclose(a[finite], wrong[finite], atol=atol,
-                                                                           rtol=rtol):
-                raise ExerciseError(symptom)
-        for symptom, wrong in candidates:
-            if np.array_equal(np.isfinite(wrong), finite):
-                raise ExerciseError(symptom)
-        if candidates:
-            raise ExerciseError(candidates[0][0])
+        _name_one(what, [symptom for symptom, wrong in candidates   # the mistake whose NaN/inf fall where the
+                         if np.array_equal(np.isfinite(wrong), finite)     # answer's do, and its finite values
+                         and np.allclose(a[finite], wrong[finite], atol=atol, rtol=rtol)])
+        _name_one(what, [symptom for symptom, wrong in candidates if np.array_equal(np.isfinite(wrong), finite)])
+        if len({said(symptom).key or said(symptom).says for symptom, _ in candidates}) == 1:
+            fail(candidates[0][0])           # the one known mistake that gives NaN or inf here, elsewhere in the row
         with np.errstate(all="ignore"):
             log_e = np.log(e.astype(np.float64))               # log(0) = -inf where the answer has its -inf
         if np.array_equal(np.isfinite(log_e), finite) and np.allclose(a[finite], log_e[finite], atol=atol, rtol=rtol):
             raise ExerciseError(f"{what} is the log of the expected values: drop the `log` (or use the function "
-                                "itself, not its log).")
-        raise ExerciseError(f"{what} contains NaN or inf where the expected values are finite.")
+                                "itself, not its log).", key="neighbour")
+        raise ExerciseError(f"{what} contains NaN or inf where the expected values are finite.", key="not_finite")
     if _close(a, e, atol, rtol):
         return
-    for symptom, wrong in (mistakes or {}).items():
-        if _close(a, to_numpy(wrong), atol, rtol):
-            raise ExerciseError(symptom)
+    _name_one(what, [symptom for symptom, wrong in (mistakes or {}).items() if _close(a, to_numpy(wrong), atol, rtol)])
     with np.errstate(all="ignore"):                             # (the probes' arithmetic on inf: not the answer's)
         symptom = generic_symptom(a, e, what, atol, rtol, dtype) or (probe(a, e, what, atol, rtol) if probe else None)
     if symptom:
-        raise ValuesDiffer(symptom + (f" {hint}" if hint else ""))
+        fail(symptom, error=ValuesDiffer, extra=f" {hint}" if hint else "")
     with np.errstate(invalid="ignore"):                        # (inf - inf: equal infinities differ by 0)
         diff = np.abs(a.astype(np.float64) - e.astype(np.float64))
     diff = np.where((a == e) | (np.isnan(a) & np.isnan(e)), 0.0, np.nan_to_num(diff, nan=np.inf))
     where = np.unravel_index(np.argmax(diff), diff.shape) if diff.ndim else ()
     raise ValuesDiffer(f"{what}: {BARE} {diff.max():.3g} at index "
                        f"{tuple(int(i) for i in where)}: got {a[where]:.4g}, expected {e[where]:.4g})."
-                       + (f" {hint}" if hint else ""))
+                       + (f" {hint}" if hint else ""), key="values")
+
+
+def _name_one(what, matching):
+    """Name the mistake the answer's values match, if the evidence singles one out. Where several mistakes give these
+    very values on this input, no one of them is named as THE cause: the message says what each would be."""
+    found = list({said(s).key or said(s).says: s for s in matching}.values())
+    if len(found) == 1:
+        fail(found[0])
+    if found:
+        raise ExerciseError(f"{what} is what each of these mistakes gives on this input; it cannot tell which is "
+                            "yours: " + "; or ".join(said(s).says.rstrip(".") for s in found) + ".", key="ambiguous")
 
 
 @contextlib.contextmanager
@@ -133,7 +146,8 @@ def explained(*probes):
             for probe in probes:
                 symptom = probe()
                 if symptom:
-                    raise ExerciseError(symptom) from None
+                    s = said(symptom)
+                    raise ExerciseError(s.says, key=s.key, hint=s.hint) from None
         raise
 
 
@@ -158,12 +172,12 @@ def expect_returns(result, expected, names):
     names = tuple(names)
     order = ", ".join(names)
     if result is None:
-        raise ExerciseError(f"your function returned nothing: end it with `return {order}`.")
+        raise ExerciseError(f"your function returned nothing: end it with `return {order}`.", key="none")
     if not isinstance(result, (tuple, list)):
         raise ExerciseError(f"return {len(names)} things, as `return {order}` (got one "
-                            f"{type(result).__name__}).")
+                            f"{type(result).__name__}).", key="count")
     if len(result) != len(names):
-        raise ExerciseError(f"return {len(names)} things, as `return {order}` (got {len(result)}).")
+        raise ExerciseError(f"return {len(names)} things, as `return {order}` (got {len(result)}).", key="count")
     identity = tuple(range(len(names)))
     for test in (_same, lambda a, b: _shape(a) is not None and _shape(a) == _shape(b)):
         if all(test(r, e) for r, e in zip(result, expected)):
@@ -172,17 +186,17 @@ def expect_returns(result, expected, names):
             if perm != identity and all(test(result[i], expected[j]) for i, j in enumerate(perm)):
                 got = ", ".join(names[j] for j in perm)
                 raise ExerciseError(f"the values are returned in the wrong order: you return ({got}); "
-                                    f"the exercise asks for `return {order}`.")
+                                    f"the exercise asks for `return {order}`.", key="order")
     return tuple(result)
 
 
 def expect_distribution(weights, what="weights", axis=-1, atol=1e-5):
     """Every slice along `axis` is a probability distribution: finite, >= 0, sums to 1."""
     w = to_numpy(weights).astype(np.float64)
-    expect(np.all(np.isfinite(w)), f"{what} contain NaN or inf: subtract the maximum before `exp`, "
-                                   "and guard rows where every position is masked.")
-    expect(np.all(w >= -atol), f"{what} have negative entries: weights must come out of a softmax "
-                               "(or another normalisation of non-negative numbers).")
+    expect(np.all(np.isfinite(w)), Said("distribution.not_finite", f"{what} contain NaN or inf: subtract the "
+                                        "maximum before `exp`, and guard rows where every position is masked."))
+    expect(np.all(w >= -atol), Said("distribution.negative", f"{what} have negative entries: weights must come out "
+                                    "of a softmax (or another normalisation of non-negative numbers)."))
     sums = w.sum(axis=axis)
     if not np.allclose(sums, 1.0, atol=max(atol, 1e-4)):
         other = [ax for ax in range(w.ndim) if ax != axis % w.ndim]
@@ -192,4 +206,4 @@ def expect_distribution(weights, what="weights", axis=-1, atol=1e-5):
         elif np.allclose(w.max(axis=axis), 1.0, atol=1e-4):
             hint = " Their largest value is 1: did you divide by the maximum instead of the sum?"
         raise ExerciseError(f"{what} do not sum to 1 over axis {axis} (sums range from "
-                            f"{sums.min():.3g} to {sums.max():.3g}).{hint}")
+                            f"{sums.min():.3g} to {sums.max():.3g}).{hint}", key="distribution.sums")

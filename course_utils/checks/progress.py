@@ -18,9 +18,10 @@ from . import exercises
 from .record import enabled, load, progress_path, writable
 
 SYMBOL = {"passed": "✔", "wrong": "✘", "not implemented": "○", None: "·"}
+HINTED = "ʰ"                  # after the mark: the code-level hint was asked for (core.Exercise.hint)
 COLOUR = {"passed": "#1a7f37", "wrong": "#cf222e", "not implemented": "#9a6700", None: "#8c959f"}
 LEGEND = ("✔ passed, ✘ checked but not yet right, ○ checked but not written yet (it still raises "
-          "NotImplementedError), · never checked")
+          "NotImplementedError), · never checked; ʰ after a mark: the code hint was shown (✔ʰ: solved with it)")
 REFRESH = "The table shows your progress when it was drawn: run this cell again to refresh it."
 
 
@@ -33,8 +34,17 @@ def summary(outcomes=None):
         for check in checks:
             got = outcomes.get(f"{lesson}/{check.exercise}", {})
             cells.append((check, got.get("status"), got.get("message", "")))
+            HINTS[lesson, check.exercise] = bool(got.get("hinted"))
         rows.append((lesson, cells, sum(status == "passed" for _, status, _ in cells)))
     return rows
+
+
+HINTS = {}                    # (lesson, exercise) -> the hint was shown (filled by summary)
+
+
+def mark(lesson, check, status):
+    """✔, ✘, ○ or ·, with ʰ where the code-level hint was shown."""
+    return SYMBOL[status] + (HINTED if HINTS.get((lesson, check.exercise)) else "")
 
 
 def _totals(rows):
@@ -51,7 +61,7 @@ def text_table(rows):
     """A line per lesson: passed/total, then each exercise's mark and name, in the lesson's order."""
     lines = ["lesson  done   exercises (in the lesson's order)"]
     for lesson, cells, passed in rows:
-        marks = "  ".join(f"{SYMBOL[status]} {check.exercise}" for check, status, _ in cells)
+        marks = "  ".join(f"{mark(lesson, check, status)} {check.exercise}" for check, status, _ in cells)
         lines.append(f"  {lesson}   {f'{passed}/{len(cells)}':>5}   {marks}")
     done, total = _totals(rows)
     lines.append(f"in all: {done} of {total} exercises passed")
@@ -73,7 +83,8 @@ def lesson_details(rows, lesson, outcomes=None):
                 when = outcomes.get(f"{lesson}/{check.exercise}", {}).get("time", "")
                 detail = {"wrong": f": {_detail(message)[:150]}",
                           "not implemented": ": not implemented yet"}.get(status, "")
-                lines.append(f"  {i:>2} {SYMBOL[status]} {check.title}{detail}" + (f"   [{when}]" if when else ""))
+                lines.append(f"  {i:>2} {mark(lesson, check, status)} {check.title}{detail}"
+                             + (f"   [{when}]" if when else ""))
             return "\n".join(lines)
     return f"lesson {lesson}: no such lesson (the lessons are {', '.join(name for name, _, _ in rows)})"
 
@@ -86,7 +97,7 @@ def html_table(rows):
             f"<span style='white-space:nowrap;margin-right:0.8em;color:{COLOUR[status]}' "
             f"title='{html.escape(check.title)}"
             f"{': ' + html.escape(_detail(message)) if message and status != 'passed' else ''}'>"
-            f"{SYMBOL[status]} {html.escape(check.exercise)}</span>"
+            f"{mark(lesson, check, status)} {html.escape(check.exercise)}</span>"
             for check, status, message in cells)
         body.append(f"<tr><td>{lesson}</td><td style='text-align:right'>{passed}/{len(cells)}</td>"
                     f"<td style='text-align:left'>{marks}</td></tr>")

@@ -74,7 +74,8 @@ def valid(entry):
     return (isinstance(entry, dict) and entry.get("status") in STATUSES
             and isinstance(entry.get("message", ""), str) and isinstance(entry.get("title", ""), str)
             and isinstance(entry.get("time", ""), str)
-            and isinstance(entry.get("runs", 0), int) and not isinstance(entry.get("runs", 0), bool))
+            and isinstance(entry.get("runs", 0), int) and not isinstance(entry.get("runs", 0), bool)
+            and isinstance(entry.get("hinted", False), bool))
 
 
 def _read_all(path):
@@ -203,8 +204,10 @@ def _locked(path):
         handle.close()
 
 
-def record(lesson, exercise, title, status, message="", path=None):
-    """Keep the latest outcome of one check; never raises (one warning if nothing can be kept)."""
+def record(lesson, exercise, title, status, message="", path=None, hinted=False):
+    """Keep the latest outcome of one check; never raises (one warning if nothing can be kept). `hinted`: the
+    learner asked for the code-level hint of this exercise (core.Exercise.hint); once set, it stays set, so that
+    the table tells an exercise solved with the hint from one solved without."""
     if not enabled() or in_solutions_notebook():
         return
     try:
@@ -227,10 +230,18 @@ def record(lesson, exercise, title, status, message="", path=None):
                 _set_aside(path, json.dumps({"version": 1, "outcomes": bad}, indent=1, ensure_ascii=False),
                            f"{len(bad)} entr{'y' if len(bad) == 1 else 'ies'} of the wrong shape")
             key = f"{lesson}/{exercise}"
-            runs = outcomes.get(key, {}).get("runs", 0)
-            outcomes[key] = {"lesson": lesson, "exercise": exercise, "title": title, "status": status,
-                             "message": message, "time": datetime.now().astimezone().isoformat(timespec="seconds"),
-                             "runs": runs + 1}
+            before = outcomes.get(key, {})
+            if status is None:               # only the hint was asked for: keep the outcome, mark it hinted
+                if not before:
+                    before = {"lesson": lesson, "exercise": exercise, "title": title, "status": "wrong",
+                              "message": message, "time": datetime.now().astimezone().isoformat(timespec="seconds"),
+                              "runs": 0}
+                outcomes[key] = {**before, "hinted": True}
+            else:
+                outcomes[key] = {"lesson": lesson, "exercise": exercise, "title": title, "status": status,
+                                 "message": message,
+                                 "time": datetime.now().astimezone().isoformat(timespec="seconds"),
+                                 "runs": before.get("runs", 0) + 1, "hinted": bool(before.get("hinted") or hinted)}
             _write(json.dumps({"version": 1, "outcomes": outcomes}, indent=1, ensure_ascii=False), path)
     except Exception as error:  # noqa: BLE001 - a progress file must never stop a check
         where = path if isinstance(path, Path) else "the progress file"

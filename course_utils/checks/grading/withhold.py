@@ -10,7 +10,7 @@ lesson are not there at all (the judge, outside the sandbox, still checks agains
   exercise's name; `own_answer`): the lesson goes on with the learner's work where it used the course's
   reference, and a cell that needs an answer the notebook has not defined raises NotImplementedError
   saying so;
-- the lesson's check module (checks/lessonNN.py, with its own references and its catalogue of mistakes)
+- the lesson's checks (checks/lessonNN/, one module per exercise, with its references and its registry of mistakes)
   is replaced by checks that only say that the instructor grades this exercise (`WithheldCheck`).
 What stays: the rest of the package, which includes what earlier lessons taught (a later lesson's
 reference, or the same algorithm under another name, e.g. lesson 08's `MultiHeadAttention`); and where a
@@ -134,8 +134,12 @@ def kernel_copy(source, lesson, checks, into):
             by_module.setdefault(module, {})[name] = (check.learner_name, f"{module}.{name}")
     for module, names in by_module.items():
         path = into.joinpath(*module.split(".")).with_suffix(".py")
-        if path.name != f"lesson{lesson}.py" and path.is_file():
+        if f"lesson{lesson}" not in path.relative_to(into).parts[:3] and path.name != f"lesson{lesson}.py" \
+                and path.is_file():
             _rewrite(path, names)
+    package = into / "course_utils" / "checks" / f"lesson{lesson}"
+    if package.is_dir():             # a lesson's checks as a package, one module per exercise: all of it withheld
+        shutil.rmtree(package)
     (into / "course_utils" / "checks" / f"lesson{lesson}.py").write_text(_check_module(lesson, checks),
                                                                           encoding="utf-8")
     return into
