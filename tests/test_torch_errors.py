@@ -14,6 +14,13 @@ def _pack_unsorted():
     torch.nn.utils.rnn.pack_padded_sequence(torch.zeros(2, 3, 1), torch.tensor([1, 3]), batch_first=True)
 
 
+def _module_before_init():
+    class Block(torch.nn.Module):
+        def __init__(self):
+            self.f = torch.nn.Linear(2, 2)           # before super().__init__()
+    Block()
+
+
 CRASHES = {
     "BROADCAST": lambda: torch.zeros(2, 4) + torch.zeros(2, 3),
     "EXPAND": lambda: torch.zeros(2, 3).expand(2, 5),
@@ -42,6 +49,15 @@ CRASHES = {
     "NOT_TENSOR": lambda: torch.sqrt(4),
     "INDICES_DTYPE": lambda: F.embedding(torch.zeros(2, dtype=torch.float32), torch.zeros(3, 2)),
     "BOOL_NEGATION": lambda: -torch.ones(2, dtype=torch.bool),
+    "RNN_HX": lambda: torch.nn.GRU(2, 3, batch_first=True)(torch.zeros(4, 1, 2), torch.zeros(4, 3)),
+    "NARROW": lambda: torch.zeros(12).narrow(0, 12, 1),
+    "PARAMETER_ASSIGN": lambda: setattr(torch.nn.Linear(2, 3), "weight", torch.zeros(3, 2)),
+    "INVALID_ARGS": lambda: torch.zeros(2, 3).repeat_interleave(2.0, dim=1),
+    "MODULE_INIT": _module_before_init,
+    "GRAD_DTYPE": lambda: torch.nn.Parameter(torch.tensor(0)),
+    "CONV_CHANNELS": lambda: F.conv1d(torch.zeros(2, 11, 3), torch.zeros(5, 3, 2)),
+    "BOOL_MASK": lambda: torch.zeros(2, 2).masked_fill(torch.ones(2, 2), 0.0),
+    "STACK": lambda: torch.stack([torch.zeros(2, 3, 4, 5), torch.zeros(2, 3, 8, 5)], dim=-2),
 }
 
 

@@ -84,6 +84,34 @@ NOT_TENSOR = re.compile(r"(?P<op>\w+)\(\): argument '(?P<arg>\w+)' \(position (?
 INDICES_DTYPE = re.compile(r"Expected tensor for argument #1 'indices' to have one of the following scalar types")
 # a boolean tensor used where torch wants numbers (e.g. `-mask`)
 BOOL_NEGATION = re.compile(r"Negation, the `-` operator, on a bool tensor is not supported")
+# a recurrent layer's state of the wrong rank for its input: "For batched 3-D input, hx should also be 3-D but got
+# 2-D tensor" (a state (B, d) where it takes (num_layers, B, d)), or "For unbatched 2-D input, ..." (an input (B, d))
+RNN_HX = re.compile(r"For (?P<input>batched 3-D|unbatched 2-D) input, hx should also be (?P<want>\d)-D but got "
+                    r"(?P<got>\d)-D")
+# a slice (narrow) past the end of an axis: "start (12) + length (1) exceeds dimension size (12)" (e.g. a packed
+# batch whose lengths run along another axis than the one they count)
+NARROW = re.compile(r"start \((?P<start>\d+)\) \+ length \((?P<length>\d+)\) exceeds dimension size "
+                    r"\((?P<size>\d+)\)")
+# a plain tensor assigned to a module's parameter (e.g. `self.head.weight = self.embed.weight.T`)
+PARAMETER_ASSIGN = re.compile(r"cannot assign '(?P<got>[\w.]+)' as parameter '(?P<name>\w+)' \(torch\.nn\.Parameter "
+                              r"or None expected\)")
+# an op given arguments of the wrong types: "repeat_interleave() received an invalid combination of arguments -
+# got (float, dim=int), ..."
+INVALID_ARGS = re.compile(r"(?P<op>\w+)\(\) received an invalid combination of arguments - got \((?P<got>[^)]*)\)")
+# a module's submodule or parameter set before nn.Module's own __init__ ran (super().__init__() missing or late)
+MODULE_INIT = re.compile(r"cannot assign (?:module|parameters?) before Module\.__init__\(\) call")
+# an integer tensor made a parameter (nn.Parameter(torch.tensor(0)))
+GRAD_DTYPE = re.compile(r"Only Tensors of floating point and complex dtype can require gradients")
+# F.conv1d given (B, T, C) where it takes (B, C, T): "expected input[2, 11, 3] to have 3 channels, but got 11"
+CONV_CHANNELS = re.compile(r"expected input\[(?P<input>[\d, ]+)\] to have (?P<want>\d+) channels, but got "
+                           r"(?P<got>\d+) channels")
+# a float mask used where torch wants a boolean one (`~mask`, masked_fill)
+BOOL_MASK = re.compile(r"\(operator\.invert\) is only implemented on integer and Boolean|masked_fill_? only supports "
+                       r"boolean masks")
+# torch.stack of tensors of different sizes: "stack expects each tensor to be equal size, but got [2, 3, 4, 5] at
+# entry 0 and [2, 3, 8, 5] at entry 1"
+STACK = re.compile(r"stack expects each tensor to be equal size, but got \[(?P<a>[\d, ]*)\] at entry (?P<i>\d+) and "
+                   r"\[(?P<b>[\d, ]*)\] at entry (?P<j>\d+)")
 
 ALL = {name: value for name, value in dict(globals()).items() if isinstance(value, re.Pattern)}
 
