@@ -8,9 +8,9 @@ import torch
 
 from course_utils import efficient_attention as ref
 from course_utils.checks import exercises
+from course_utils.checks.block_stream import BlocksKept, OneAtATime
 from course_utils.checks.grading import judge
 from course_utils.checks.lesson13.online_softmax_mistakes import cloned_then_second_pass, crashing, online, two_loops
-from course_utils.checks.lesson13.stream import BlocksKept, OneAtATime
 
 
 def _returns_inside_the_loop(blocks):

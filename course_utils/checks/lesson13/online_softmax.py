@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ... import efficient_attention as ref
+from ..block_stream import OneAtATime
 from ..core import (
     ExerciseError,
     Mistake,
@@ -50,7 +51,6 @@ from .online_softmax_mistakes import (
     two_loops,
 )
 from .softmax_stats import NEG_INF, stats
-from .stream import OneAtATime
 
 _RESCALE = "l = l·e^(m_old − m_new) + Σ exp(x_block − m_new)"
 _SAFE = "torch.where(torch.isneginf(m_new), 0.0, m_new)"

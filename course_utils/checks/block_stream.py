@@ -1,5 +1,5 @@
-"""Exercise 1a's point, tested as a property: ONE pass over the blocks, keeping state that does not grow with the
-number of blocks.
+"""Lesson 13, exercise 1a's point, tested as a property: ONE pass over the blocks, keeping state that does not grow
+with the number of blocks.
 
 `OneAtATime(x, block_size, count_from)` hands out the columns of x (R, n) in blocks of `block_size`, one at a
 time and once, as `column_blocks` does (the block passed is overwritten with NaN, a second pass raises
@@ -11,17 +11,19 @@ variable still holds it); when that grew by at least half a number per row per b
 keeps something per block (the blocks, copies of them, their maxima), and the stream raises BlocksKept at its
 end: an online softmax keeps m and l, one number each per row, whatever the number of blocks.
 
-The count runs where the stream is iterated: in this process for a notebook's function; under the instructor's
-grader the stream is pickled into the learner's kernel and raises there, and the exception comes back with the
-learner's (its name and words). Like every measure taken in the learner's process it is a witness: code that
-switches torch's function modes off, or keeps the blocks as Python numbers or NumPy copies, can hide from it.
+The count runs where the stream is iterated: in this process for a notebook's function; under the instructor's grader
+the stream is pickled into the learner's kernel and raises there, and the exception comes back with the learner's (its
+name and words). It lives beside measure.py, outside the lesson's package, so that the kernel's copy of the package
+keeps it when the grader withholds the lesson's checks and references (--withhold-references). Like every measure
+taken in the learner's process it is a witness: code that switches torch's function modes off, or keeps the blocks as
+Python numbers or NumPy copies, can hide from it.
 """
 import weakref
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ...efficient_attention import BlocksReadTwice
+from ..efficient_attention import BlocksReadTwice
 
 
 class BlocksKept(RuntimeError):
