@@ -84,6 +84,20 @@ def test_badges_and_setup_use_the_one_repository_address():
         assert repo in nb.cells[1].source and "course_utils" in nb.cells[1].source
 
 
+def test_every_header_gives_the_learner_s_time_and_the_machine_s_from_the_readme():
+    """The times a learner reads agree: each notebook's first cell states the README's estimate of the learner's time
+    and the README's measured time of the full-mode run, each said to be which; no lesson states a time of its own
+    in its opening cells."""
+    for path in SOLUTIONS + LEARNER:
+        hours, machine = build_notebooks.times(path.name)
+        assert hours and machine, f"README has no 'Your time' or no table row with a time for {path.name}"
+        cells = nbformat.read(path, as_version=4).cells
+        assert f"**Your time:** about {hours} " in cells[0].source and machine in cells[0].source, \
+            f"{path}: its header does not give the README's times (run python tools/build_notebooks.py)"
+        opening = "\n".join(c.source for c in cells[1:4] if c.cell_type == "markdown")
+        assert not re.search(r"\*\*?Time( on a CPU| on CPU)?:", opening), f"{path}: a time of its own in its opening cells"
+
+
 def test_every_notebook_links_to_its_twin_and_back():
     """The first cell of an exercise notebook links to its solved twin, the solution's back to the exercises:
     a relative link that resolves, from the notebook's folder, to the twin (never to the notebook itself)."""

@@ -76,6 +76,29 @@ def twin_link(name, learner):
     return f"../{'solutions' if learner else 'notebooks'}/{name}"
 
 
+def times(name):
+    """(the learner's time, the machine's time) of lesson `name` (NN_x.ipynb) as the README states them: its "Your
+    time" estimate in hours (e.g. "1½") and its table's "time on CPU" (the full-mode run); None where it has none."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    lesson = name[:2]
+    paragraph = readme.split("**Your time.**", 1)[-1].split("\n\n", 1)[0]
+    hours = re.search(rf"\b{lesson} (½|\d+½?)(?= ·|;)", paragraph)
+    row = next((line for line in readme.splitlines() if line.startswith("| [") and f"(notebooks/{name})" in line), "")
+    cells = [c.strip() for c in row.strip().strip("|").split("|")] if row else []
+    return (hours.group(1) if hours else None), (cells[-2] if len(cells) >= 4 else None)
+
+
+def time_line(name):
+    """The header's line on time, from the README (the one source of both figures), or "" without them."""
+    hours, machine = times(name)
+    if not hours or not machine:
+        return ""
+    unit = "hour" if hours in ("½", "1") else "hours"
+    return (f"\n\n**Your time:** about {hours} {unit} to read, run and solve (the README's estimate from the lesson's "
+            f"length) · **the machine's time:** {machine} for the full-mode run on a 2-core CPU (measured; "
+            "[results](../docs/results.md)); in fast mode, seconds.")
+
+
 def header_cells(name, learner):
     repo = repository()
     folder, twin = ("notebooks", "solutions") if learner else ("solutions", "notebooks")
@@ -90,6 +113,7 @@ def header_cells(name, learner):
         text = (f"{badge} &nbsp; This notebook: **solutions**. The exercises: "
                 f"[open them here]({twin_link(name, learner)}) (their tab has this notebook's name) or "
                 f"[on Colab]({_colab(repo, twin, name)}).")
+    text += time_line(name)
     setup = ("# Set-up: installs the course's helper package where it is missing (e.g. on Colab).\n"
              "import importlib.util, subprocess, sys\n"
              "if importlib.util.find_spec(\"course_utils\") is None:\n"
