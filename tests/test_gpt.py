@@ -10,7 +10,7 @@ import torch
 
 from course_utils.attention import MultiHeadAttention, merge_heads, scaled_dot_product_attention, split_heads
 from course_utils.checks import lesson12 as check
-from course_utils.checks.generation_mistakes import rope_complex
+from course_utils.checks.lesson12.rope_forms import rope_complex
 from course_utils.decoding import generate, sample_next, sampling_distribution
 from course_utils.gpt import GPT, kv_cache_bytes, next_token_loss
 from course_utils.gpt_attention import CausalSelfAttention, grouped_query_attention, repeat_kv_heads
