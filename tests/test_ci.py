@@ -28,4 +28,15 @@ def test_the_first_install_is_torch_s_cpu_build_as_the_comment_says():
 def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
     command = "COURSE_FAST=1 python -m pytest"
-    assert command in readme and _commands()[-1] == command
+    tests = [c for c in _commands() if c == command]
+    assert command in readme and len(tests) == 1, "CI runs the README's test command, once"
+    after = _commands()[_commands().index(command) + 1:]
+    assert all(c.startswith("echo ") for c in after), f"after the test command, CI only reports: {after}"
+
+
+def test_ci_sweeps_the_catalogues_only_when_a_check_changed():
+    """docs/development.md: the full sweep runs in CI when the checks, the catalogues or torch changed since the
+    recorded sweep, and fails unless every slip is named; before the test command."""
+    commands = _commands()
+    sweep = next(i for i, c in enumerate(commands) if "tools/measure_slips.py --all --if-changed --strict" in c)
+    assert sweep < commands.index("COURSE_FAST=1 python -m pytest")

@@ -57,7 +57,10 @@ def built_site():
         pytest.skip(reason)
     before = _snapshot()
     SITE_OUT.mkdir(parents=True, exist_ok=True)
+    # The default run builds the pages from the notebooks as they are (the notebooks themselves run under nbval);
+    # RUN_SLOW=1 builds the site as it is published, every notebook run (tests/browser/test_site.py reads it).
     command = [sys.executable, "tools/build_site.py", "--out", str(SITE_OUT)]
+    command += [] if os.environ.get("RUN_SLOW") == "1" else ["--no-execute"]
     start = time.monotonic()
     proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=BUILD_TIMEOUT)
     seconds = time.monotonic() - start
@@ -122,6 +125,21 @@ def test_mathjax_comes_from_the_site_and_nothing_from_a_cdn(html):
         for src in re.findall(r'<(?:script|link)[^>]+(?:src|href)="((?:https?:)?//[^"]+)"', page.read_text("utf-8")):
             external.add(f"{page.relative_to(html)}: {src}")
     assert not external, f"pages load scripts or styles from the internet: {sorted(external)[:10]}"
+
+
+def test_long_lines_of_code_wrap_on_the_lesson_pages(html):
+    """A solution's long line wraps at the page's edge (course.css), on pages whose code cells carry the classes the
+    rule names."""
+    page = (html / "lessons" / "14_what_attention_learns.html").read_text(encoding="utf-8")
+    assert "course.css" in page and re.search(r'class="cell_input[ "]', page), "the CSS rule's classes are not there"
+    css = (html / "_static" / "course.css").read_text(encoding="utf-8")
+    assert "white-space: pre-wrap" in css
+
+
+def test_the_css_wraps_code_in_exercises_solutions_and_outputs():
+    css = (ROOT / "tools" / "website" / "_static" / "course.css").read_text(encoding="utf-8")
+    rule = re.search(r"div\.cell div\.cell_input pre, div\.cell div\.cell_output pre \{([^}]*)\}", css)
+    assert rule and "white-space: pre-wrap" in rule.group(1) and "overflow-wrap: anywhere" in rule.group(1)
 
 
 # --- tools/website/pages.py on small notebooks (no build) ---------------------------------------------------

@@ -41,6 +41,7 @@ def test_set_up_installs_once_cpu_torch_first(monkeypatch, tmp_path):
     monkeypatch.setattr(start, "run", lambda cmd, on_failure=None: calls.append([str(c) for c in cmd]))
     monkeypatch.setattr(start, "has_torch", lambda python: False)
     monkeypatch.setattr(start, "wants_cpu_torch", lambda choice: True)
+    monkeypatch.setattr(start, "wants_triton", lambda python: False)
     stamp = tmp_path / start.STAMP
     start.set_up(Path("py"), stamp, None, reinstall=False)
     assert calls == [["py", "-m", "pip", "install", "torch", "--index-url", start.CPU_INDEX],
@@ -68,3 +69,45 @@ def test_an_unreachable_cpu_index_says_what_happened_and_the_ways_forward(monkey
     text = str(stopped.value.code)
     assert start.CPU_INDEX in text and "--gpu" in text and "2.5 GB" in text
     assert not (tmp_path / start.STAMP).exists()                  # not marked as set up
+
+
+@pytest.mark.parametrize("system, installed, wanted", [("Linux", False, True), ("Linux", True, False),
+                                                       ("Darwin", False, False), ("Windows", False, False)])
+def test_triton_is_installed_on_linux_only_and_only_where_missing(monkeypatch, system, installed, wanted):
+    monkeypatch.setattr(start.platform, "system", lambda: system)
+    monkeypatch.setattr(start, "has_triton", lambda python: installed)
+    assert start.wants_triton(Path("py")) == wanted
+
+
+def test_the_triton_extra_is_installed_after_the_requirements_and_its_failure_is_not_fatal(monkeypatch, tmp_path,
+                                                                                          capsys):
+    calls = []
+    monkeypatch.setattr(start, "run", lambda cmd, on_failure=None: calls.append([str(c) for c in cmd]))
+    monkeypatch.setattr(start.subprocess, "call", lambda cmd, cwd=None: calls.append(cmd) or 1)
+    monkeypatch.setattr(start, "has_torch", lambda python: True)
+    monkeypatch.setattr(start, "wants_triton", lambda python: True)
+    start.set_up(Path("py"), tmp_path / start.STAMP, None, reinstall=False)
+    assert calls == [["py", "-m", "pip", "install", "-r", "requirements.txt"],
+                     ["py", "-m", "pip", "install", "-e", ".[triton]"]]
+    assert "Triton could not be installed" in capsys.readouterr().out
+    assert (tmp_path / start.STAMP).exists()                      # set up all the same: Triton is optional
+
+
+def test_the_extra_pins_the_triton_that_the_course_names_and_torch_requires():
+    try:
+        import tomllib
+    except ImportError:                                           # Python < 3.11
+        import tomli as tomllib
+    from course_utils.triton_attention import TRITON_VERSION
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    assert extras["triton"] == [f"triton=={TRITON_VERSION}; sys_platform == 'linux'"]
+    assert f"triton=={TRITON_VERSION}" in (ROOT / ".ci" / "run").read_text(encoding="utf-8") or \
+        ".[triton]" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    installed = importlib.util.find_spec("triton")
+    torch = pytest.importorskip("torch")
+    if installed is None or not torch.__version__.startswith("2.13."):
+        pytest.skip("Triton is not installed, or torch is not the course's 2.13 (which requires this Triton on Linux)")
+    import triton
+    assert triton.__version__ == TRITON_VERSION, (f"installed triton {triton.__version__}, pinned {TRITON_VERSION}: "
+                                                  "pip install -e '.[triton]'")

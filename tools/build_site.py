@@ -4,6 +4,7 @@
     python tools/build_site.py --out DIR       # the site in DIR/_build/html/
     python tools/build_site.py --jobs 1        # run the notebooks one at a time (default: 2 at once)
     python tools/build_site.py --no-cache      # run every notebook again
+    python tools/build_site.py --no-execute    # the pages without running the notebooks (no outputs; quick)
 
 Needs the `site` extra: `pip install -e ".[site]"` (docs/website.md). What it does:
 1. runs every solution notebook (solutions/NN_*.ipynb) in fast mode (COURSE_FAST=1) with nbclient,
@@ -229,7 +230,20 @@ def _missing(module):
     return importlib.util.find_spec(module) is None
 
 
-def build(out=DEFAULT_OUT, cache=DEFAULT_CACHE, jobs=2):
+def unexecuted(lessons):
+    """Every lesson notebook as it is, without outputs (`--no-execute`): the pages' structure, not what they show."""
+    import nbformat
+
+    results = {}
+    for path in lessons:
+        nb = nbformat.read(path, as_version=4)
+        nb.cells = [c for c in nb.cells if not set(c.get("metadata", {}).get("tags", [])) & build_notebooks.GENERATED]
+        results[path.name] = nb
+    print(f"{len(results)} notebook(s) taken as they are, not run (--no-execute)", flush=True)
+    return results
+
+
+def build(out=DEFAULT_OUT, cache=DEFAULT_CACHE, jobs=2, execute=True):
     out = Path(out).resolve()
     for module, package in (("jupyter_book", "jupyter-book"), ("nbclient", "nbclient")):
         if _missing(module):
@@ -239,9 +253,12 @@ def build(out=DEFAULT_OUT, cache=DEFAULT_CACHE, jobs=2):
         raise SiteError("no solutions/NN_*.ipynb to build the site from")
     out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="site-run-", dir=out) as scratch:
-        executed = execute_all(lessons, Path(cache).resolve() if cache else None, jobs, Path(scratch),
-                               out / "kernel-logs")
+    if not execute:
+        executed = unexecuted(lessons)
+    else:
+        with tempfile.TemporaryDirectory(prefix="site-run-", dir=out) as scratch:
+            executed = execute_all(lessons, Path(cache).resolve() if cache else None, jobs, Path(scratch),
+                                   out / "kernel-logs")
     write_book(out / "book", executed, build_notebooks.repository())
     book_start = time.monotonic()
     html = run_jupyter_book(out / "book", out)
@@ -258,10 +275,12 @@ def main(argv=None):
                         "(default: build/site-cache)")
     parser.add_argument("--no-cache", action="store_true", help="run every notebook, keep nothing")
     parser.add_argument("--jobs", type=int, default=2, help="notebooks run at once (default: 2)")
+    parser.add_argument("--no-execute", action="store_true", help="build the pages from the notebooks as they are, "
+                        "without running them (no outputs: the structure only; the tests' quick build)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # stops the workers too
     try:
-        build(args.out, None if args.no_cache else args.cache, max(1, args.jobs))
+        build(args.out, None if args.no_cache else args.cache, max(1, args.jobs), execute=not args.no_execute)
     except SiteError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

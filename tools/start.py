@@ -7,7 +7,8 @@
 2. On Linux or Windows without an NVIDIA GPU, installs PyTorch's CPU build first: pip's default torch
    on Linux is the CUDA build (about 3 GB of nvidia packages, useless without a GPU). macOS wheels are
    CPU/MPS anyway, and a machine with an NVIDIA GPU gets the CUDA build it can use.
-3. Installs requirements.txt: the course's package `course_utils` (editable), JupyterLab, the tests.
+3. Installs requirements.txt: the course's package `course_utils` (editable), JupyterLab, the tests; on Linux
+   also the [triton] extra (lesson 13's kernel; a CUDA torch brings Triton already), unless Triton is there.
 4. Opens JupyterLab at the repository root (notebooks/ and solutions/ both in its file browser) with
    lesson 00 open; adds --allow-root when run as root (containers, some cloud VMs).
 
@@ -110,6 +111,27 @@ def has_torch(python):
                            stderr=subprocess.DEVNULL) == 0
 
 
+def has_triton(python):
+    return subprocess.call([str(python), "-c", "import triton"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL) == 0
+
+
+def wants_triton(python):
+    """Triton ships Linux wheels only (macOS none, Windows a separate fork); a CUDA torch brings its own."""
+    return platform.system() == "Linux" and not has_triton(python)
+
+
+def install_triton(python):
+    """The [triton] extra (pinned in pyproject.toml). Optional: a failure only leaves lesson 13's kernel unchecked."""
+    say("Linux: installing Triton for lesson 13's kernel exercise (the [triton] extra; without a GPU its "
+        "interpreter runs the kernel on the CPU)")
+    cmd = [python, "-m", "pip", "install", "-e", ".[triton]"]
+    say(" ".join(str(c) for c in cmd))
+    if subprocess.call([str(c) for c in cmd], cwd=ROOT) != 0:
+        say("Triton could not be installed (pip's message is above): lesson 13's kernel check will say so in one "
+            "line; everything else works. Try again with: python -m pip install -e '.[triton]'")
+
+
 def set_up(python, stamp, torch_build, reinstall):
     if not reinstall and stamp.exists() and stamp.read_text().strip() == requirements_hash():
         say(f"already set up ({python}); --reinstall installs again")
@@ -121,6 +143,8 @@ def set_up(python, stamp, torch_build, reinstall):
         say("no NVIDIA GPU found: installing PyTorch's CPU build first (pip's default would be the CUDA build)")
         run(pip + ["torch", "--index-url", CPU_INDEX], on_failure=CPU_INDEX_FAILED)
     run(pip + ["-r", "requirements.txt"])
+    if wants_triton(python):
+        install_triton(python)
     stamp.write_text(requirements_hash() + "\n")
 
 

@@ -25,7 +25,7 @@ from tests.browser.driver import (
     wait_for_picture,
 )
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]   # the exhaustive browser tests: RUN_SLOW=1
 
 DIAGRAM = "notebooks/09_transformer.ipynb"  # a lesson whose markdown embeds a diagram (attachment)
 
@@ -34,7 +34,7 @@ FIGURES = [
     pytest.param("notebooks/10_translation_multi30k.ipynb",
                  ({"reference-curves"},
                   re.compile(r"(?s)(?=.*\breference)(?=.*(?:\bplot\w*\(|plt\.|\bshow_\w+\())"),
-                  "reference curves (the reference run's learning curves, in fast mode)"), 300,
+                  "reference curves (the reference run's learning curves, in fast mode)"), SMALL_BUDGET,
                  id="lesson10-reference-curves", marks=pytest.mark.multi30k),
 ]
 MIN_SIZE = (200, 150)  # px, the smallest figure that counts as a figure (naturalWidth, naturalHeight)

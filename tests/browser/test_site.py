@@ -22,7 +22,7 @@ from tests.browser.driver import image_stats
 from tests.browser.server import ARTIFACTS
 from tests.test_site import ROOT, built_site
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]   # the exhaustive browser tests: RUN_SLOW=1
 
 LESSONS = sorted(p.stem for p in (ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
 DOCS = sorted(p.stem for p in (ROOT / "docs").glob("*.md"))

@@ -38,11 +38,15 @@ pytestmark = pytest.mark.browser
 # the picture must change)
 BLOCK_WIDGET = ({"block-widget", "widget"}, re.compile(r"(?is)(?=.*block)(?=.*(?:\binteract\w*\s*\(|Slider\s*\())"),
                 "block widget (a slider and a picture of the blocks)")
+# The default run opens lesson 01's learner notebook (one path through the browser with test_exercise.py); the
+# others are the exhaustive browser tests (RUN_SLOW=1).
 TARGETS = [
-    pytest.param(MINIMAL, None, False, id="minimal-widget"),
+    pytest.param(MINIMAL, None, False, id="minimal-widget", marks=pytest.mark.slow),
     pytest.param("notebooks/01_attention_from_scratch.ipynb", None, False, id="lesson01-learner"),
-    pytest.param("solutions/01_attention_from_scratch.ipynb", None, False, id="lesson01-solution"),
-    pytest.param("notebooks/13_attention_at_scale.ipynb", BLOCK_WIDGET, True, id="lesson13-block-widget"),
+    pytest.param("solutions/01_attention_from_scratch.ipynb", None, False, id="lesson01-solution",
+                 marks=pytest.mark.slow),
+    pytest.param("notebooks/13_attention_at_scale.ipynb", BLOCK_WIDGET, True, id="lesson13-block-widget",
+                 marks=pytest.mark.slow),
 ]
 
 
@@ -57,7 +61,7 @@ def test_widget_renders_and_responds(target, cell, picture, lab, browser):
     else:
         cells, stop = skip_unless_cell(lab, target, *cell)
     learner = target.startswith("notebooks/") or target == MINIMAL
-    with open_notebook(lab, browser, target, shot_name(target), NOTEBOOK_BUDGET if cell is None else 240) as run:
+    with open_notebook(lab, browser, target, shot_name(target), NOTEBOOK_BUDGET) as run:
         page = run.page
         errors = run_up_to(run, cells, stop, learner)
 
