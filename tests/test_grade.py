@@ -364,13 +364,18 @@ def _stub(*args, **kwargs):
     raise NotImplementedError()
 
 
-def test_every_check_works_through_the_judge_and_the_kernel_side():
+@pytest.mark.parametrize("lessons", [("01", "08"), pytest.param(None, marks=pytest.mark.slow)],
+                         ids=["functions and a class", "every lesson"])
+def test_every_check_works_through_the_judge_and_the_kernel_side(lessons):
     """Each lesson's references pass, stubs are `not implemented`, and a wrong answer is `wrong`: the
     checks only ever reach the learner's code through the channel (functions, classes and their
     methods, course models handed to the learner, backward() through what it returned). (One fixed seed
-    offset: a check may, rarely, draw inputs its own tolerances do not cover.)"""
+    offset: a check may, rarely, draw inputs its own tolerances do not cover.) Default run: lessons 01 and 08
+    (functions; a class); every lesson is the slow test."""
     problems = []
     for lesson, checks in exercises().items():
+        if lessons is not None and lesson not in lessons:
+            continue
         for kind, make, expected in (("reference", lambda r: r, "passed"), ("wrong", _wrong, "wrong"),
                                      ("stub", lambda r: _stub, "not implemented")):
             answers = {c.learner_name: make(c.reference) for c in checks}
@@ -654,6 +659,15 @@ def test_withheld_references_are_not_in_the_kernels_copy_and_the_lesson_goes_on(
     assert out.returncode == 0, out.stderr
     assert "NI course_utils.numpy_attention.softmax is withheld by your instructor" in out.stdout
     assert "OWN [7.0, 7.0]" in out.stdout and "checked by your instructor's grader" in out.stdout
+    # in a kernel (IPython), as a lesson does it: the exercise, then the course's name imported over the learner's
+    cells = ["import numpy as np\nfrom course_utils.checks import lesson01 as check",
+             "def softmax(x):\n    return np.full_like(x, 7.0)", "check.softmax.strict(softmax)",
+             "from course_utils.numpy_attention import softmax", "print('AFTER', softmax(np.zeros(2)).tolist())"]
+    program = ("from IPython.core.interactiveshell import InteractiveShell\nshell = InteractiveShell.instance()\n"
+               f"for cell in {cells!r}:\n    assert shell.run_cell(cell).success, cell\n")
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=tmp_path,
+                         env=dict(os.environ, PYTHONPATH=str(copy)))
+    assert out.returncode == 0 and "AFTER [7.0, 7.0]" in out.stdout, out.stdout + out.stderr
 
 
 def test_the_grader_cells_are_calls_of_module_code(tmp_path):
@@ -694,3 +708,4 @@ def test_the_grader_cells_are_calls_of_module_code(tmp_path):
             thread.join(30)
     finally:
         sys.modules.pop(store, None)
+        threading.settrace(None)   # (boot gave this process's new threads the watch; its audit hook stays, idle)

@@ -1,6 +1,15 @@
-"""ONE grading run, in the sandbox, of a class of tiny lesson-00 notebooks (a kernel each, two at a time) that
-attack the grader, plus one real lesson (08, a class exercise). Run as whoever runs the tests (CI: root);
-tests/test_sandbox_user.py grades the same attacks as a normal user.
+"""The grader on a class, in the sandbox, a kernel per notebook.
+
+In the default run: ONE small class of lesson-00 notebooks, graded end to end as an instructor would (`course-grade`
+with a roster, a due time and the Canvas and Moodle exports): a right answer, a wrong one, an open one handed in
+through a Canvas bulk download (late, mapped by the roster), a learner folder whose name starts like a formula, a
+`course_utils/` folder beside a notebook, an answer that runs the reference in a thread started in an earlier cell
+(`copied`), one that switches the copy watch off and back on around the reference (its verdict, with a note), and a
+file that is not a lesson's (listed as not graded).
+
+Slow (RUN_SLOW=1): ONE grading run of a class of tiny lesson-00 notebooks (two at a time) that attack the grader,
+plus one real lesson (08, a class exercise). Run as whoever runs the tests (CI: root); tests/test_sandbox_user.py
+grades the same attacks as a normal user.
 
 The attacks: stdout replaced, pre/post_run_cell hooks, an input transformer, numpy.allclose patched, the
 package edited on disk, other learners' folders and io folders read and written, files written outside
@@ -20,11 +29,13 @@ import contextlib
 import csv
 import hashlib
 import importlib
+import io
 import json
 import os
 import re
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -35,7 +46,6 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_utils.checks import core
 from course_utils.checks import grading as G
 from course_utils.checks.grading import sandbox
 from course_utils.checks.grading.report import one_line
@@ -233,6 +243,42 @@ kernel.session.send(kernel.iopub_socket, "stream", {"name": "stdout", "text": "h
 import time
 time.sleep(5)
 """
+# the hook that gives new threads the watch's trace function switched off while a thread starts, then put back
+THREAD_HOOK_OFF = """
+import queue, threading
+import course_utils.numpy_attention as na
+jobs, done = queue.Queue(), queue.Queue()
+def worker():
+    while True:
+        weights, vectors = jobs.get()
+        done.put(na.weighted_sum(weights, vectors))
+kept = threading._trace_hook
+threading.settrace(None)
+threading.Thread(target=worker, daemon=True).start()
+threading.settrace(kept)
+"""
+# a thread that switches its own trace function off, in an earlier cell
+THREAD_TRACE_OFF = """
+import queue, sys, threading
+import course_utils.numpy_attention as na
+jobs, done = queue.Queue(), queue.Queue()
+def worker():
+    sys.settrace(None)
+    while True:
+        weights, vectors = jobs.get()
+        done.put(na.weighted_sum(weights, vectors))
+threading.Thread(target=worker, daemon=True).start()
+"""
+# the grader's kernel side patched: its watch reports nothing (what a watch inside the kernel cannot notice)
+SIDE_PATCHER = """
+import sys
+for module in list(sys.modules.values()):
+    watch = getattr(module, "WATCH", None)
+    if type(watch).__name__ == "Watch":
+        type(watch).blinded = lambda self: None
+        watch.hits = type("Deaf", (list,), {"append": lambda self, item: None})()
+        type(watch).watching = lambda self, codes: setattr(self, "codes", set())
+"""
 NOT_UTF8 = os.fsdecode(b"bytes\xff\xfe")   # a learner folder whose name is not UTF-8
 MEMORY_HOG = """
 try:
@@ -394,6 +440,12 @@ def attack_class(klass, spy, only=None, io_root="", host_socket=""):
         "copier": ["import course_utils.numpy_attention as na\n", answer("return na.weighted_sum(weights, vectors)\n")],
         "blinder": ["import sys\nimport course_utils.numpy_attention as na\n",
                     answer("sys.settrace(None)\nreturn na.weighted_sum(weights, vectors)\n")],
+        "toggler": [TOGGLER],
+        "earlier_thread": [EARLIER_THREAD, answer("jobs.put((weights, vectors))\nreturn done.get()\n")],
+        "unwatched_thread": [THREAD_HOOK_OFF, answer("jobs.put((weights, vectors))\nreturn done.get()\n")],
+        "thread_trace_off": [THREAD_TRACE_OFF, answer("jobs.put((weights, vectors))\nreturn done.get()\n")],
+        "side_patcher": [SIDE_PATCHER, "import course_utils.numpy_attention as na\n",
+                         answer("return na.weighted_sum(weights, vectors)\n")],
         "check_loops": [answer("while True:\n    pass\n")],
         "ignores_interrupts": [answer("import time\nwhile True:\n    try:\n        time.sleep(0.05)\n"
                                       "    except KeyboardInterrupt:\n        pass\n")],
@@ -464,7 +516,7 @@ def grade_class(base, run=in_process, instructor_home=None, prepare=None, only=N
     io_root.mkdir()
     bait = Bait(base)
     attack_class(klass, bait.spy(io_root, instructor_home or Path.home()), only, io_root, bait.unix_path)
-    package = Path(core.__file__).with_name("lesson00.py")
+    package = Path(importlib.import_module("course_utils.checks.lesson00").__file__)   # (a module, or a package's)
     before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in [package, *(klass.rglob("*.ipynb"))]
               if not p.is_symlink()}
     if prepare is not None:
@@ -483,6 +535,144 @@ def grade_class(base, run=in_process, instructor_home=None, prepare=None, only=N
     return dict(status=status, grades=grades, log="\n".join(lines), lines=lines, seen=seen,
                 connections=bait.connections, klass=klass, outside=bait.outside, before=before, io_root=io_root,
                 seconds=seconds, largest=largest)
+
+
+# ---------------------------------------------------------------------------------------------
+# The default run: a small class, graded end to end as an instructor would
+# ---------------------------------------------------------------------------------------------
+# a thread started in an earlier cell waits for work and runs the reference: the answer only hands it the inputs
+EARLIER_THREAD = """
+import queue, threading
+import course_utils.numpy_attention as na
+jobs, done = queue.Queue(), queue.Queue()
+def worker():
+    while True:
+        weights, vectors = jobs.get()
+        done.put(na.weighted_sum(weights, vectors))
+threading.Thread(target=worker, daemon=True).start()
+"""
+# the answer switches the copy watch off around the reference, and back on (Python's trace function)
+TOGGLER = """
+import sys
+import course_utils.numpy_attention as na
+def weighted_sum(weights, vectors):
+    kept = sys.gettrace()
+    sys.settrace(None)
+    try:
+        return na.weighted_sum(weights, vectors)
+    finally:
+        sys.settrace(kept)
+"""
+# a course_utils/ folder beside the notebook, whose checks pass anything (nbgrader's kernel imported it first)
+SHADOW = {"course_utils/__init__.py": "",
+          "course_utils/checks/__init__.py": "",
+          "course_utils/checks/lesson00.py": "def weighted_sum(fn):\n    print('✔ weighted sum: correct (4 tests).')\n"}
+FORMULA_NAME = "=HYPERLINK(1);x"
+ROSTER = 'id,name,folder\n12345,"Doe, Jane",\n1,Alice Liddell,alice\n'
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """The small class, graded by `course-grade` (in this process: main()) with a roster, a due time and both
+    platforms' gradebooks; returns what it wrote and printed."""
+    from course_utils.checks.grading import command
+
+    base = tmp_path_factory.mktemp("small")
+    klass = base / "class"
+    notebook(klass / "alice" / "00_welcome.ipynb", answer(RIGHT), CHECK)
+    notebook(klass / "bob" / "00_welcome.ipynb", answer(WRONG), CHECK)
+    notebook(klass / "doejane_LATE_12345_678_00_welcome.ipynb", answer("raise NotImplementedError()\n"), CHECK)
+    notebook(klass / FORMULA_NAME / "00_welcome.ipynb", answer(RIGHT))
+    notebook(klass / "threader" / "00_welcome.ipynb", EARLIER_THREAD,
+             answer("jobs.put((weights, vectors))\nreturn done.get()\n"))
+    notebook(klass / "toggler" / "00_welcome.ipynb", TOGGLER)
+    notebook(klass / "shadow" / "00_welcome.ipynb", answer("raise NotImplementedError()\n"), CHECK)
+    for name, text in SHADOW.items():
+        (klass / "shadow" / name).parent.mkdir(parents=True, exist_ok=True)
+        (klass / "shadow" / name).write_text(text)
+    notebook(klass / "readme.ipynb", "print('not a lesson')")
+    (base / "roster.csv").write_text(ROSTER)
+    out = base / "grades.csv"
+    argv = [str(klass), "--out", str(out), "--roster", str(base / "roster.csv"), "--due", "2000-01-01T00:00+00:00",
+            "--canvas", str(base / "canvas.csv"), "--moodle", str(base / "moodle.csv"), "--jobs", "2",
+            "--timeout", str(TIMEOUT), "--cell-timeout", str(CELL_TIMEOUT), "--check-timeout", "30"]
+    began = time.monotonic()
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        status = command.main(argv)
+    print(f"graded the small class in {time.monotonic() - began:.0f} s")
+    return dict(status=status, base=base, klass=klass, out=out, printed=printed.getvalue(),
+                grades=by_learner(rows_of(out)), rows=rows_of(out))
+
+
+def test_a_small_class_is_graded_end_to_end(small):
+    """Each learner's verdict, as the instructor reads it in the CSV; no note on honest work."""
+    assert small["status"] == 0, small["printed"]
+    got = {learner: grades[("00", "weighted_sum")] for learner, grades in small["grades"].items() if learner}
+    assert got["alice"] == ("passed", "✔ weighted sum: correct (4 tests).")            # (no note: nothing blinded)
+    assert got["bob"][0] == "wrong" and got["bob"][1].startswith("✘ weighted sum:") and "weight" in got["bob"][1]
+    assert got["doejane"][0] == "not implemented"
+    assert got["'=HYPERLINK(1);x"][0] == "passed"
+    assert got["shadow"][0] == "not implemented"              # its own course_utils/ passes nothing outside
+    result, message = got["threader"]
+    assert result == "copied" and "course_utils.numpy_attention.weighted_sum" in message, message
+    result, message = got["toggler"]
+    assert result == "passed" and "blinded the grader's watch" in message and "sys.settrace" in message, message
+    assert re.search(r"^learner\s+00\s+total$", small["printed"], re.M), small["printed"]
+    assert "not graded: " in small["printed"].splitlines()[-2]     # (after the grades, not only before grading)
+
+
+def test_the_class_s_files_are_what_an_instructor_and_a_platform_take(small):
+    """The CSV: every field quoted, the roster's ids and names, submission times, late work, the file not graded;
+    the Canvas and Moodle gradebooks; the class view: every learner's ✔ / ✘ / ○ in one page."""
+    raw = small["out"].read_text(encoding="utf-8")
+    assert all(line.startswith('"') for line in raw.splitlines() if line)
+    rows = {row["learner"]: row for row in small["rows"]}
+    assert (rows["doejane"]["id"], rows["doejane"]["name"], rows["doejane"]["late"]) == ("12345", "Doe, Jane", "yes")
+    assert (rows["alice"]["id"], rows["alice"]["name"]) == ("1", "Alice Liddell")
+    assert all(row["submitted"] and row["late"] == "yes" for row in small["rows"] if row["lesson"])   # due in 2000
+    skipped = [row for row in small["rows"] if row["outcome"] == "not graded"]
+    assert [Path(row["file"]).name for row in skipped] == ["readme.ipynb"]
+    canvas = list(csv.reader(open(small["base"] / "canvas.csv", newline="", encoding="utf-8")))
+    assert canvas[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Lesson 00"]
+    assert canvas[1][0].strip() == "Points Possible" and canvas[1][5] == "1"
+    scores = {row[0]: row[5] for row in canvas[2:]}
+    assert scores["Doe, Jane"] == "0" and scores["Alice Liddell"] == "1" and scores["'=HYPERLINK(1);x"] == "1"
+    moodle = list(csv.reader(open(small["base"] / "moodle.csv", newline="", encoding="utf-8")))
+    assert moodle[0] == ["ID number", "Full name", "Lesson 00"] and ["12345", "Doe, Jane", "0"] in moodle
+    page = small["out"].with_suffix(".html").read_text(encoding="utf-8")
+    table = page.split("</table>")[0]
+    assert table.count("<tr><td class=name>") == 7 and table.count("✔") >= 3 and "○" in table and "✘" in table
+    assert "Not graded (1)" in page
+
+
+@pytest.mark.slow
+def test_shards_on_one_machine_merge_to_the_one_process_gradebook(small):
+    """`course-grade --shard K/3` three times (three processes, as on three machines), then `--merge`: the same
+    verdicts and points, the same Canvas and Moodle gradebooks as the one run of the small class."""
+    base, env = small["base"], dict(os.environ, PYTHONPATH=str(ROOT))
+    common = ["--roster", str(base / "roster.csv"), "--due", "2000-01-01T00:00+00:00", "--timeout", str(TIMEOUT),
+              "--cell-timeout", str(CELL_TIMEOUT), "--check-timeout", "30"]
+    shards = []
+    for k in (1, 2, 3):
+        shards.append(base / "shards" / f"grades-{k}.csv")
+        done = subprocess.run([sys.executable, "-P", "-m", "course_utils.checks.grading", str(small["klass"]),
+                               "--shard", f"{k}/3", "--out", str(shards[-1]), *common], env=env, capture_output=True,
+                              text=True, timeout=1800)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    merged = base / "shards" / "merged.csv"
+    done = subprocess.run([sys.executable, "-P", "-m", "course_utils.checks.grading", "--merge", *map(str, shards),
+                           "--out", str(merged), "--roster", str(base / "roster.csv"), "--canvas",
+                           str(base / "shards" / "canvas.csv"), "--moodle", str(base / "shards" / "moodle.csv")],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    def verdicts(rows):
+        return sorted((r["learner"], r["lesson"], r["exercise"], r["outcome"], r["points"], r["id"], r["late"])
+                      for r in rows)
+
+    assert verdicts(rows_of(merged)) == verdicts(small["rows"])
+    for name in ("canvas.csv", "moodle.csv"):
+        assert (base / "shards" / name).read_text() == (base / name).read_text(), name
 
 
 @pytest.fixture(scope="module")
@@ -509,7 +699,7 @@ def check_graded(attacked):
     assert re.search(rf"^solved\s+1/1\s+{n08}/{n08}\s+{1 + n08}/{1 + n08}", attacked["log"], re.M), attacked["log"]
     for (lesson, exercise), (result, message) in attacked["grades"]["solved"].items():
         assert result == "passed", f"{lesson}/{exercise}: {message}"
-    assert outcome(attacked, "wrong")[0] == "wrong" and "you forgot the weights" in outcome(attacked, "wrong")[1]
+    assert outcome(attacked, "wrong")[0] == "wrong" and "weights" in outcome(attacked, "wrong")[1]
     assert outcome(attacked, "untouched")[0] == "not implemented"
     assert outcome(attacked, "'--no-sandbox")[0] == "passed"         # a learner like any other (CSV: no formula)
     assert not attacked["io_root"].exists() or not list(attacked["io_root"].iterdir())   # temporary folders removed
@@ -596,18 +786,22 @@ def check_preboot(attacked):
     assert got["cwd"] == str(attacked["klass"] / "preboot"), got   # the notebook runs in its folder, as in Jupyter
 
 
+@pytest.mark.slow
 def test_the_class_is_graded_and_the_table_printed(attacked):
     check_graded(attacked)
 
 
+@pytest.mark.slow
 def test_the_sandbox_is_an_allow_list(attacked):
     check_sandbox(attacked, user=os.geteuid())
 
 
+@pytest.mark.slow
 def test_a_fork_bomb_and_a_memory_hog_do_not_fail_the_learner_beside_them(attacked):
     check_limits(attacked)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("learner", ["stdout", "hooks", "allclose", "patcher"])
 def test_what_the_notebook_prints_hooks_or_patches_changes_no_verdict(attacked, learner):
     """sys.stdout replaced, pre/post_run_cell hooks that forge outcome lines, numpy.allclose (and friends)
@@ -615,20 +809,31 @@ def test_what_the_notebook_prints_hooks_or_patches_changes_no_verdict(attacked, 
     assert outcome(attacked, learner) == outcome(attacked, "wrong"), learner
 
 
+@pytest.mark.slow
 def test_an_input_transformer_that_hides_the_grading_cell_gets_nothing(attacked):
     result, message = outcome(attacked, "transformer")
     assert result == "error" and "kept the grader from reaching its answers" in message, message
 
 
+@pytest.mark.slow
 def test_copied_only_where_certain(attacked):
-    """Running the reference is `copied`; a notebook that blinds the watch keeps the check's verdict, with a
-    note for the instructor (not a claim of copying)."""
-    result, message = outcome(attacked, "copier")
-    assert result == "copied" and "course_utils.numpy_attention.weighted_sum" in message, message
-    result, message = outcome(attacked, "blinder")
-    assert result == "passed" and "switched off the grader's watch" in message, message
+    """Running the reference is `copied`, in a thread started in an earlier cell too; a notebook that blinds the
+    watch (its trace function off, even switched back on; a thread started unwatched or that switches its own off)
+    keeps the check's verdict, with a note for the instructor (not a claim of copying). What the watch cannot
+    notice: the grader's kernel side patched (the check's own verdict, no note: docs/instructors.md says so)."""
+    for learner in ("copier", "earlier_thread"):
+        result, message = outcome(attacked, learner)
+        assert result == "copied" and "course_utils.numpy_attention.weighted_sum" in message, (learner, message)
+    for learner, how in (("blinder", "sys.settrace"), ("toggler", "it called sys.settrace while it was checked"),
+                         ("unwatched_thread", "ran without the watch's trace function"),
+                         ("thread_trace_off", "a thread of the notebook changed Python's trace function")):
+        result, message = outcome(attacked, learner)
+        assert result == "passed" and "blinded the grader's watch" in message and how in message, (learner, message)
+    assert outcome(attacked, "side_patcher") == ("passed", "✔ weighted sum: correct (4 tests)."), \
+        outcome(attacked, "side_patcher")
 
 
+@pytest.mark.slow
 def test_endless_answers_and_cells_are_timeouts_and_an_own_interrupt_is_not(attacked):
     """An answer that loops is interrupted; one that ignores the interrupt is a timeout too (its kernel
     is killed); a cell that ignores interrupts costs its notebook what it did not reach. An answer that
@@ -643,6 +848,7 @@ def test_endless_answers_and_cells_are_timeouts_and_an_own_interrupt_is_not(atta
     assert result == "wrong" and "KeyboardInterrupt: I stop here" in message, message
 
 
+@pytest.mark.slow
 def test_a_kernel_that_dies_is_a_grade(attacked):
     """`os._exit()` in a cell: `error`, saying where; the class's exit status stays 0 (docs/instructors.md)."""
     result, message = outcome(attacked, "dies")
@@ -650,6 +856,7 @@ def test_a_kernel_that_dies_is_a_grade(attacked):
     assert attacked["status"] == 0
 
 
+@pytest.mark.slow
 def test_links_are_never_followed_out_of_a_learners_folder(attacked):
     grades = attacked["grades"]
     for learner in ("linked", "linknb"):
@@ -660,6 +867,7 @@ def test_links_are_never_followed_out_of_a_learners_folder(attacked):
     assert re.search(r"note: .*loopdir", attacked["log"]), attacked["log"]
 
 
+@pytest.mark.slow
 def test_names_are_printed_safely(attacked):
     """No escape sequence reaches the terminal, and a name cannot forge a line of the grader's."""
     assert not any(char in attacked["log"] for char in "\x1b\x07\r"), repr(attacked["log"][-2000:])
@@ -668,14 +876,17 @@ def test_names_are_printed_safely(attacked):
     assert attacked["grades"][one_line(FORGED)][("00", "weighted_sum")][0] == "wrong"
 
 
+@pytest.mark.slow
 def test_no_code_of_the_learners_folder_runs_before_the_grader(attacked):
     check_preboot(attacked)
 
 
+@pytest.mark.slow
 def test_the_io_folder_is_read_only_and_the_kernels_sockets_are_reached_only_by_descriptor(attacked):
     check_io(attacked)
 
 
+@pytest.mark.slow
 def test_what_a_notebook_sends_the_grader_is_bounded(attacked):
     """A learner's function that floods the judge's socket, and a notebook that sends one message of 3 GiB in
     frames each under zmq's limit: `error`, saying so; the worker outside the sandbox keeps neither."""
@@ -685,6 +896,7 @@ def test_what_a_notebook_sends_the_grader_is_bounded(attacked):
     assert result == "error" and "sent the grader more than it keeps" in message, message
 
 
+@pytest.mark.slow
 def test_a_name_that_is_not_utf8_and_an_escaped_message_are_written(attacked):
     result, message = attacked["grades"][one_line(NOT_UTF8)][("00", "weighted_sum")]
     assert result == "wrong" and "cleared\\x1b[2J\\x1b]52" in message and "\\ud800" in message, message

@@ -9,8 +9,8 @@ course's installed dependencies (torch, Jupyter, ...) through a `.pth` file inst
 again, and pip installs the clone without its dependencies (`--no-deps`): what the README's
 `tools/start.py` does, less the downloads.
 
-In the default run: the 14 solution notebooks of the clone under /tmp, graded to full marks, and three
-lessons from the clone under the home folder; every lesson from the home folder's clone is the slow test.
+Slow (RUN_SLOW=1), all of it: the solution notebooks of the clone under /tmp, graded to full marks; three lessons,
+then every lesson, from the clone under the home folder; the learner notebooks, which score nothing.
 """
 import csv
 import os
@@ -127,6 +127,7 @@ def folder_under(request):
         shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_a_clone_under_tmp_grades_every_solution_to_full_marks(folder_under):
     base = folder_under("/tmp")
     make_clone(base / "attention-course")
@@ -134,7 +135,8 @@ def test_a_clone_under_tmp_grades_every_solution_to_full_marks(folder_under):
     check_full_marks(*grade_solutions(base / "attention-course", lessons, base), lessons)
 
 
-@pytest.mark.parametrize("lessons", [["00", "01", "08"], pytest.param(None, marks=pytest.mark.slow)],
+@pytest.mark.slow
+@pytest.mark.parametrize("lessons", [["00", "01", "08"], None],
                          ids=["three lessons", "every lesson"])
 def test_a_clone_under_the_home_folder_grades_its_solutions_to_full_marks(folder_under, lessons):
     base = folder_under(Path.home())

@@ -7,10 +7,10 @@ reference hands its whole work to.
   measurement with the result (and the inputs changed in place); the three quadratic answers are `wrong`,
   naming the T_q x T_k tensor; `_tiled_forward` (what `tiled_attention` hands its work to), reached directly
   or through `sliding_window_attention`, is `copied`; the reference's other helpers are not.
-- ONE sandboxed grading run (two notebooks at a time), as `course-grade` grades a class: a notebook whose
-  tiled forward pass, backward pass and linear attention give the right values, skip the causal tiles, and
-  each build one T_q x T_k tensor is `wrong` on all three with the quadratic message; the same notebook
-  without those tensors passes them.
+- slow (RUN_SLOW=1): ONE sandboxed grading run (two notebooks at a time), as `course-grade` grades a class: a
+  notebook whose tiled forward pass, backward pass and linear attention give the right values, skip the causal
+  tiles, and each build one T_q x T_k tensor is `wrong` on all three with the quadratic message; the same
+  notebook without those tensors passes them.
 """
 import contextlib
 import csv
@@ -20,6 +20,7 @@ import textwrap
 import threading
 
 import nbformat
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -206,6 +207,7 @@ def test_the_code_the_reference_hands_its_work_to_is_watched():
 # ---------------------------------------------------------------------------------------------
 # In the sandbox, as `course-grade` grades a class
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_the_sandboxed_grader_rejects_the_T_by_T_tensor_and_passes_the_tiles(tmp_path):
     klass = tmp_path / "class"
     for learner, quadratic in (("quadratic", True), ("tiles", False)):

@@ -1,6 +1,7 @@
 """The grader as a process among others: Ctrl-C ends everything it started, a full disk costs one learner
 its grade and no more, it never runs code from the folder it is started in, and what a notebook prints
-never piles up in it. Every test grades in the sandbox."""
+never piles up in it. Every test grades in the sandbox; those that run kernels are slow (RUN_SLOW=1: the default
+run grades one small class end to end, tests/test_grade_class.py)."""
 import csv
 import os
 import signal
@@ -70,6 +71,7 @@ def _ctrl_c_as_in_a_terminal():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.mark.slow
 def test_ctrl_c_ends_every_process_and_removes_every_temporary_folder(tmp_path):
     klass, tmpdir = tmp_path / "class", tmp_path / "tmp"
     tmpdir.mkdir()
@@ -99,6 +101,7 @@ def test_ctrl_c_ends_every_process_and_removes_every_temporary_folder(tmp_path):
     assert not list(tmpdir.iterdir()) and not (tmp_path / "g.csv").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to mount a small file system to fill")
 def test_a_full_disk_costs_the_learner_graded_then_their_grade_and_no_more(tmp_path, monkeypatch):
     """The grader's temporary folders on a small file system, filled while alice is graded and emptied
@@ -148,6 +151,7 @@ pathlib.Path(MARKER).write_text("the learner's course_utils was imported by the 
 """
 
 
+@pytest.mark.slow
 def test_the_grader_never_runs_code_from_the_folder_it_is_started_in(tmp_path):
     """Started inside a learner's folder that holds a `course_utils` package of its own, as the docs say
     (`course-grade .`, or `python -P -m course_utils.checks.grading .`): the package is never imported,
@@ -175,6 +179,7 @@ def test_the_grader_never_runs_code_from_the_folder_it_is_started_in(tmp_path):
         assert row["outcome"] == "wrong", (command, row)
 
 
+@pytest.mark.slow
 def test_what_a_notebook_prints_never_piles_up_in_the_grader(tmp_path):
     """A cell that prints 1 GiB: the worker keeps none of it (its peak memory grows by far less)."""
     import importlib
@@ -192,6 +197,7 @@ def test_what_a_notebook_prints_never_piles_up_in_the_grader(tmp_path):
     assert peaks["loud"] < peaks["quiet"] + 256, peaks   # (1 GiB printed; before, the worker grew by 1.6 GB)
 
 
+@pytest.mark.slow
 def test_withheld_references_never_enter_the_sandbox_and_the_solutions_still_pass(tmp_path):
     """--withhold-references: the kernel's copy of the package has no code of the lesson's references (a
     notebook that prints the reference's source gets the stand-in), and the solutions still score full marks."""

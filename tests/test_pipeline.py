@@ -107,6 +107,35 @@ def test_lm_repeated_command_without_resume_refuses(straight, capsys):
     assert stamps(straight) == before, "the run's files were touched"
 
 
+@pytest.mark.multi30k
+def test_lm_resume_with_fewer_steps_than_done_refuses_in_one_line(straight, capsys):
+    """Lesson 12: `--resume --steps N` with N below the 40 steps done would print "step 40 of 5" and rewrite
+    report.json: refused in one line, as lesson 10 refuses fewer epochs, and nothing touched."""
+    before = stamps(straight)
+    assert lm_main([*LM[:2], *LM[4:], "--steps", "5", "--out", str(straight), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot resume") and "it has done 40 steps, more than the 5 asked for" in err
+    assert "--steps 40" in err and err.count("\n") == 1
+    unchanged = lambda stamp: {k: v for k, v in stamp.items() if k != "tokenizer.json"}   # (rewritten as it was)
+    assert unchanged(stamps(straight)) == unchanged(before), "the run's files were touched"
+
+
+def test_induction_resume_with_fewer_steps_than_done_refuses_in_one_line(tmp_path, capsys):
+    """Lesson 14, the same: 20 steps done, `--resume --steps 5` refused in one line; report.json unchanged."""
+    from course_utils.induction_heads.__main__ import main as induction_main
+
+    out = tmp_path / "run"
+    common = ["--preset", "fast", "--threads", "1", "--no-progress", "--checkpoint-minutes", "0", "--out", str(out)]
+    assert induction_main([*common, "--steps", "20"]) == 0
+    capsys.readouterr()
+    before = stamps(out)
+    assert induction_main([*common, "--steps", "5", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot resume") and "it has done 20 steps, more than the 5 asked for" in err
+    assert err.count("\n") == 1 and stamps(out) == before
+    assert induction_main([*common, "--steps", "20", "--resume"]) == 0   # as many as done: nothing more to do
+
+
 def test_lm_resume_where_there_is_nothing_to_resume_refuses(tmp_path, capsys):
     start = time.perf_counter()
     assert lm_main([*LM, "--out", str(tmp_path / "none"), "--resume"]) == 2

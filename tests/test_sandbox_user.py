@@ -2,7 +2,7 @@
 that the sandbox and its limits must stop (CHECKED) are graded by an unprivileged user (`setpriv`, a user
 id that no account uses, a home folder of its own) with the `course-grade` of a clone in that home folder,
 installed as the README says; the same checks then hold. When the tests run as a normal user,
-test_grade_class.py is that run, and this file is skipped."""
+test_grade_class.py is that run, and this file is skipped. Slow (RUN_SLOW=1), as the attack class is."""
 import os
 import pwd
 import shutil
@@ -28,8 +28,9 @@ from tests.test_grade_class import (
 )
 from tests.test_grade_clone import grade_env, make_clone
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the tests run as a normal user: test_grade_class.py "
-                                                            "grades the attack class as one")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(os.geteuid() != 0, reason="the tests run as a normal user: test_grade_class.py "
+                                                           "grades the attack class as one")]
 
 
 def _free_uid():

@@ -259,6 +259,10 @@ def train(task, out_dir=None, resume=False, overwrite=False, show_progress=True,
     per_epoch = len(first) if state.epoch == 0 else len(task.batches(0))
     check_enough_steps(per_epoch)
     state.total_steps = task.total_steps = task.num_steps(per_epoch)
+    if used is not None and state.step > state.total_steps:   # --resume --steps N, N below the steps done
+        raise ConfigError(f"cannot resume {used}: it has done {state.step} steps, more than the "
+                          f"{state.total_steps} asked for; resume with at least --steps {state.step}, or start a new "
+                          "run with another --out")
     state.set_lr()
     history = new_history()
     if ckpt is not None:

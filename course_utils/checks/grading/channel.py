@@ -35,6 +35,18 @@ class GraderFault(BaseException):
     """The grader could not do its part (a value that could not cross, a broken reply)."""
 
 
+def process_cpu_seconds(pid):
+    """utime + stime + cutime + cstime of the process `pid` (as this process sees it), in seconds, or None."""
+    if not pid:
+        return None
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 # ---------------------------------------------------------------------------------------------
 # The channel to the kernel
 # ---------------------------------------------------------------------------------------------
@@ -170,6 +182,11 @@ class Channel:
             with contextlib.suppress(ValueError, TypeError, AttributeError):
                 if int(json.loads(line).get("id", -1)) == number:
                     return
+
+    def cpu_seconds(self):
+        """The CPU time the kernel's process has used so far (its threads, and its children it has waited for), in
+        seconds; None where /proc cannot tell (the judge then words a timeout without it)."""
+        return process_cpu_seconds(self.pid)
 
     def _stop(self, why):
         self.dead = f"the kernel {why} and was stopped"

@@ -19,8 +19,10 @@ run while the learner's answer was checked: its own code, or a private helper of
 hands its whole work (`tiled_attention` is `return _tiled_forward(...)`: running `_tiled_forward`, e.g.
 through `sliding_window_attention`, is running the reference). Not the other code a reference uses (a check
 of its inputs, a numerically safe maximum, a feature map, another lesson's reference: running those is not
-running the exercise's answer). The watch runs in the learner's kernel, so a notebook can blind it (then the
-check's own verdict stands, with a note saying so); no `copied` proves nothing.
+running the exercise's answer). The watch runs in the learner's kernel, so a notebook can blind it: where it
+changed Python's trace functions (even for a moment) or ran a thread the watch does not see, the check's own verdict
+stands with a note saying so; a notebook that patches the grader's code in its kernel can blind it without a note
+(kernel_side.Watch). No `copied` proves nothing.
 """
 import ast
 import functools
@@ -140,6 +142,23 @@ def judge(channel, checks, check_timeout, offset=None, watch=True):
     return outcomes
 
 
+BUSY = 0.8   # a check that computed for less than this share of its time limit ran on a busy machine
+
+
+def timeout_message(title, limit, cpu_before, cpu_after):
+    """The words of a check's timeout: an endless loop is named only when the kernel computed for (nearly) the whole
+    limit; otherwise the machine was busy, or the answer waited (the grader then grades the notebook again, alone:
+    command.py)."""
+    used = cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None
+    if used is None:
+        return f"✘ {title}: the check did not finish within {limit:g} s."
+    if used >= BUSY * limit:
+        return (f"✘ {title}: the check did not finish within {limit:g} s, computing all along ({used:.0f} s of CPU "
+                "time): an endless loop, or a very slow answer?")
+    return (f"✘ {title}: the check did not finish within {limit:g} s, in which its kernel computed for only "
+            f"{used:.0f} s (a busy machine, or an answer that waits).")
+
+
 def _judge_one(channel, check, check_timeout, offset, watch=True):
     title, name = check.title, check.learner_name
     # (the kernel also forgets the last exercise's objects)
@@ -153,14 +172,15 @@ def _judge_one(channel, check, check_timeout, offset, watch=True):
                            "answer written in the notebook.")
     answer = found["answer"]
     channel.deadline, channel.timed_out = time.monotonic() + check_timeout, False
+    cpu_before = channel.cpu_seconds()
     try:
         outcome = check.evaluate(answer, seed_offset=offset)
         status, message = outcome.status, outcome.message
     except (CheckTimeout, KernelGone) as error:
         if isinstance(error, KernelGone) and not channel.timed_out:
             raise
-        status, message = "timeout", (f"✘ {title}: the check did not finish within {check_timeout:g} s "
-                                      "(an endless loop, or a very slow answer?).")
+        cpu_after = channel.cpu_seconds()
+        status, message = "timeout", timeout_message(title, check_timeout, cpu_before, cpu_after)
     finally:
         channel.deadline, channel.timed_out = None, False
         channel.proxies.clear()
@@ -174,6 +194,7 @@ def _judge_one(channel, check, check_timeout, offset, watch=True):
                                      "earns nothing (reading the reference is fine; calling it, in any form, is "
                                      "not).")
     elif copied["removed"]:
-        message += (" (Note for the instructor: the notebook switched off the grader's watch on the course's "
-                    "reference (sys.settrace) while it was checked: whether it ran the reference is not known.)")
+        how = str(copied.get("how") or "it switched off the trace function (sys.settrace)")[:600]
+        message += (f" (Note for the instructor: the notebook blinded the grader's watch on the course's reference "
+                    f"({how}): whether it ran the reference is not known.)")
     return status, message

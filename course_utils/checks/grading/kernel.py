@@ -9,6 +9,7 @@
 - `KernelOutput`: the kernel's own standard output and error, of which only the last words are kept.
 """
 import contextlib
+import json
 import os
 import threading
 import time
@@ -22,12 +23,36 @@ MESSAGE_LIMIT = 64 << 20          # bytes: a larger message from the kernel is d
 KERNEL_OUTPUT_KEPT = 64 << 10     # bytes kept (in memory) of the kernel's own output: its last words, when it fails
 
 
-def quiet_client(nb, **kwargs):
-    """An nbclient NotebookClient that keeps no output but a failed cell's error (name and a short message)."""
+OUTPUTS_KEPT = 256 << 10          # bytes of a cell's outputs kept when they are kept (nbgrader's autograded notebook)
+OUTPUT_KEPT = 64 << 10            # bytes of one output's text or image kept (a larger one is replaced by a note)
+
+
+def _size(output):
+    return sum(len(v) if isinstance(v, str) else len(json.dumps(v)) for v in output.values())
+
+
+def nbformat_stream(text):
+    from nbformat import NotebookNode
+
+    return NotebookNode(output_type="stream", name="stdout", text=text)
+
+
+def trimmed(output):
+    """`output` if it is under OUTPUT_KEPT, else a note in its place (an image, a long text: not kept)."""
+    if _size(output) <= OUTPUT_KEPT:
+        return output
+    return nbformat_stream(f"[an output of {_size(output) >> 10} KiB, not kept by the grader]\n")
+
+
+def quiet_client(nb, keep=False, **kwargs):
+    """An nbclient NotebookClient that keeps no output but a failed cell's error (name and a short message); with
+    `keep`, also what the cells show, bounded (OUTPUT_KEPT an output, OUTPUTS_KEPT a cell), for nbgrader's feedback."""
     from ...notebook_client import SteadyNotebookClient as NotebookClient
 
     class QuietClient(NotebookClient):
         def output(self, outs, msg, display_id, cell_index):
+            if keep and msg["msg_type"] != "error":
+                return self._kept(outs, msg, display_id, cell_index)
             if msg["msg_type"] != "error":
                 return None
             content = msg["content"]
@@ -35,6 +60,23 @@ def quiet_client(nb, **kwargs):
                     "evalue": str(content.get("evalue", ""))[:ERROR_KEPT], "traceback": []}
             outs[:] = [kept]
             return kept
+
+        def _kept(self, outs, msg, display_id, cell_index):
+            used = self.__dict__.setdefault("_used", {})
+            if used.get(cell_index, 0) >= OUTPUTS_KEPT:
+                return None
+            output = super().output(outs, msg, display_id, cell_index)
+            if output is None:
+                return None
+            size = _size(output)
+            if size > OUTPUT_KEPT:
+                output = outs[outs.index(output)] = trimmed(output)
+                size = _size(output)
+            used[cell_index] = used.get(cell_index, 0) + size
+            if used[cell_index] >= OUTPUTS_KEPT:
+                outs.append(nbformat_stream(f"[the cell's further outputs are not kept by the grader (over "
+                                            f"{OUTPUTS_KEPT >> 10} KiB)]\n"))
+            return output
 
         def handle_comm_msg(self, outs, msg, cell_index):   # widgets: nothing to keep
             return None
@@ -128,7 +170,7 @@ def kernel_manager(spec, box):
 def kernel_env(spec, box):
     if box is not None:   # (the sandbox sets the kernel's whole environment; this is bwrap's own)
         return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
-    env = {k: v for k, v in os.environ.items() if k not in ("JPY_SESSION_NAME", "JPY_PARENT_PID")}
+    env = {k: v for k, v in os.environ.items() if k not in ("JPY_SESSION_NAME", "JPY_PARENT_PID", "NBGRADER_EXECUTION")}
     env.update(COURSE_FAST="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", COURSE_PROGRESS="off", MPLBACKEND="Agg",
                PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=spec["package"])
     return env

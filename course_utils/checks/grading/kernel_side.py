@@ -1,13 +1,14 @@
 """What the grader runs inside the learner's kernel: it computes, it never judges.
 
-The grader loads this module (and `wire.py` beside it) BY PATH from its own copy of the package, before
+The grader loads this module (and `wire.py` and `watch.py` beside it) BY PATH from its own copy of the package, before
 the notebook's first cell, into a module of a random name (a module the notebook replaces or shadows in
 `sys.modules` or on `sys.path` is not used); its cells only call it:
 - `boot(module, names, shell, folder)`, before the notebook: `remember(names)`: after every cell, keep what the
   notebook itself defined (module "__main__") under the exercises' names, so that a later
-  `from course_utils... import name` in the lesson cannot stand in for the learner's answer; then move into the
-  learner's folder (in the sandbox the kernel starts in its empty home folder), where the notebook runs and
-  imports from, as in Jupyter;
+  `from course_utils... import name` in the lesson cannot stand in for the learner's answer; install the watch
+  (`Watch.install`); then move into the learner's folder (in the sandbox the kernel starts in its empty home
+  folder), where the notebook runs and imports from, as in Jupyter, but after the grader's copy of course_utils (a
+  `course_utils/` folder of the learner's is not imported);
 - `serve_judge(path, token, shell)`, after the notebook: connect to the judge, then answer its requests one
   by one until it says goodbye. A request names a function, class or object of the notebook (by
   handle) and what to do with it: call it with these arguments (data), read an attribute, iterate
@@ -16,9 +17,14 @@ the notebook's first cell, into a module of a random name (a module the notebook
   "nothing of size T_q x T_k"; the measurement goes back with the result). The reply is data (`wire`), or a
   handle to an object that stays here. Nothing here compares anything with an expected value: the judge does.
 - while serving, `Watch` notes every run of the course's reference for the exercise being graded
-  (its code, however it is reached: imported, aliased, wrapped, partially applied, reloaded), which
-  the judge reports as `copied`. It is a witness, not a guard: code that runs in this kernel can
-  switch it off (docs/instructors.md, "Copying").
+  (its code, however it is reached: imported, aliased, wrapped, partially applied, reloaded, run in a thread
+  started while it is checked or in an earlier cell), which the judge reports as `copied`. It is a witness,
+  not a guard: code that runs in this kernel can blind it. What it notices (`Watch.blinded`): Python's trace
+  function changed by the notebook's code (sys.settrace, even switched off and back on inside an answer, and
+  however it is called: an audit hook installed at boot, which cannot be removed, sees every call), the hook
+  for new threads replaced (threading.settrace), a thread started unwatched. What it cannot notice: the
+  notebook patching this module or its objects, or writing the interpreter's memory (ctypes)
+  (docs/instructors.md, "What the grader guarantees").
 """
 import builtins
 import contextlib
@@ -26,7 +32,6 @@ import json
 import os
 import socket
 import sys
-import threading
 import traceback
 
 
@@ -42,9 +47,13 @@ def _load_beside(name, up=0):
 
 
 try:  # imported as a module of the package (the tests, the linter) ...
+    from . import watch as watching
     from . import wire
 except ImportError:  # ... or loaded by path into the kernel (the grader's first cell)
-    wire = _load_beside("wire")
+    wire, watching = _load_beside("wire"), _load_beside("watch")
+
+Watch = watching.Watch
+WATCH = Watch()   # the kernel's one watch (installed at boot)
 
 PACKAGE_DIR = "course_utils"
 defined = {}   # what the notebook defined under the exercises' names (boot)
@@ -69,16 +78,19 @@ def boot(module, names, shell, folder=None):
     """The grader's first cell: keep `module` (this one, loaded by path) under its own name, remember what
     the notebook defines under the exercises' `names`, and go into the learner's `folder` (None: stay)."""
     module.defined = remember(names, shell)
+    module.WATCH.install()
     sys.modules[module.__name__] = module
     if folder is not None:
         os.chdir(folder)
-    if os.getcwd() not in sys.path:   # (started elsewhere, or with -P) it imports from its folder, as in Jupyter
-        sys.path.insert(0, os.getcwd())
+    if os.getcwd() not in sys.path:   # (started elsewhere, or with -P) it imports from its folder, as in Jupyter,
+        grader = [i for i, p in enumerate(sys.path)   # but after the grader's copy of course_utils: a course_utils/
+                  if p and os.path.isfile(os.path.join(p, PACKAGE_DIR, "__init__.py"))]   # beside it is not imported
+        sys.path.insert(grader[0] + 1 if grader else 0, os.getcwd())
 
 
 def serve_judge(path, token, shell):
     """The grader's last cell: answer the judge at the unix socket `path`."""
-    Server(defined, shell.user_ns).serve(path, token)
+    Server(defined, shell.user_ns, WATCH).serve(path, token)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -97,52 +109,6 @@ def remember(names, shell=None):
 
     shell.events.register("post_run_cell", after_cell)
     return defined
-
-
-# ---------------------------------------------------------------------------------------------
-# The reference's code, watched while grading
-# ---------------------------------------------------------------------------------------------
-class Watch:
-    """Notes every call of a code object that is one of `codes`: (path inside course_utils, first
-    line, name). A trace function (sys.settrace: it sees each Python call, and asks for no line
-    events) is on while the learner's code runs, in this thread and in every thread started while
-    serving; if the learner's code removes it, that is noted."""
-
-    def __init__(self):
-        self.codes, self.hits, self.removed = set(), [], False
-        self._known = {}
-
-    def watching(self, codes):
-        self.codes = {(str(p), int(line), str(name)) for p, line, name in codes}
-        self.hits, self.removed, self._known = [], False, {}
-
-    def _identity(self, code):
-        known = self._known.get(code)
-        if known is None:
-            path = code.co_filename.replace(os.sep, "/")
-            cut = path.rfind("/" + PACKAGE_DIR + "/")
-            rel = path[cut + len(PACKAGE_DIR) + 2:] if cut >= 0 else None
-            known = (rel, code.co_firstlineno, code.co_name) if rel else False
-            self._known[code] = known
-        return known
-
-    def trace(self, frame, event, arg):
-        if event == "call" and self.codes:
-            identity = self._identity(frame.f_code)
-            if identity and identity in self.codes and len(self.hits) < 20:
-                self.hits.append(identity)
-        return None
-
-    def start(self):
-        """Before the learner's code runs (and for the threads it starts)."""
-        threading.settrace(self.trace)
-        sys.settrace(self.trace)
-
-    def stop(self):
-        """After it ran: note whether it removed the trace."""
-        if sys.gettrace() != self.trace:
-            self.removed = True
-        sys.settrace(None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -267,9 +233,9 @@ def _raised(error):
 
 
 class Server:
-    def __init__(self, defined, user_ns):
+    def __init__(self, defined, user_ns, watch=None):
         self.defined, self.user_ns = defined, user_ns
-        self.table, self.watch = Table(), Watch()
+        self.table, self.watch = Table(), watch or Watch()
 
     def answer(self, name, course_prefix):
         """The learner's answer under `name`: the last object the notebook defined, else what the name
@@ -291,7 +257,9 @@ class Server:
             self.watch.watching(request.get("codes", []))
             return {"ok": None}
         if op == "copied":
-            return {"ok": {"hits": [list(h) for h in self.watch.hits], "removed": self.watch.removed}}
+            blinded = self.watch.blinded()
+            return {"ok": {"hits": [list(h) for h in self.watch.hits], "removed": bool(blinded),
+                           "how": str(blinded or "")}}
         target = self.table.resolve("handle", {"id": request.get("target")})
         self.table.leaves = []
         args = wire.from_plain(request.get("args", []), self.table.resolve, allow_pickle=True)
@@ -360,7 +328,12 @@ class Server:
     def serve(self, path, token):
         """Answer the judge (a unix socket at `path`) until it says goodbye or hangs up."""
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        connection.connect(path)
+        try:
+            connection.connect(path)
+        except OSError as error:   # (a socket's error names no path: this one does)
+            connection.close()
+            raise OSError(error.errno, f"the grading cell could not connect to the judge's socket {path}: "
+                                       f"{error.strerror}") from None
         reader = connection.makefile("r", encoding="utf-8", newline="\n")
         writer = connection.makefile("w", encoding="utf-8", newline="\n")
         writer.write(token + "\n")
@@ -389,6 +362,8 @@ class Server:
                     except KeyboardInterrupt:
                         continue
         finally:
-            sys.settrace(None)
-            threading.settrace(None)
+            self.watch.codes = set()
+            self.watch._set(None)
+            if not self.watch.installed:
+                self.watch._set_threads(None)
             connection.close()

@@ -38,6 +38,7 @@ class Graded(NamedTuple):
     graded: bool            # False: the grader itself failed on this notebook
     notes: list             # what happened (a cell interrupted, the notebook cut short, ...)
     peak_mib: int = None    # the worker's peak memory (it keeps nothing of what the notebook prints)
+    outputs: list = None    # keep_outputs: what each cell of the notebook showed (bounded; nbgrader's feedback)
 
 
 class Stopped(Exception):
@@ -128,10 +129,12 @@ def _read_result(path):
 
 
 def grade_notebook(sub, checks, timeout=600, cell_timeout=300, check_timeout=60, kernel="python3", sandboxed=True,
-                   grader_root=None, package=None, limits=None):
+                   grader_root=None, package=None, limits=None, folder=None, skip=(), keep_outputs=False):
     """Graded(rows, graded, notes) for one learner's notebook. grader_root: the folder holding the grader's
     own copy of course_utils (the judge imports the checks from it); package: the folder holding the
-    kernel's copy (the same one, unless references are withheld)."""
+    kernel's copy (the same one, unless references are withheld). folder: the learner's folder the notebook runs
+    in (default: the notebook's own); skip: indices of cells not run (nbgrader's test cells: the judge grades
+    them); keep_outputs: also return what the cells showed (bounded)."""
     def rows(status, message):
         return [Row(sub.learner, sub.lesson, c.exercise, status, message) for c in checks]
 
@@ -139,23 +142,25 @@ def grade_notebook(sub, checks, timeout=600, cell_timeout=300, check_timeout=60,
         raise Stopped()
     grader_root, limits = str(grader_root or PACKAGE_ROOT), limits or sandbox.Limits()
     package = str(package or grader_root)
+    folder = Path(folder) if folder is not None else sub.path.parent
     with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp, _io_folder(Path(tmp)) as io:
         tmp = Path(tmp)
-        spec = {"notebook": str(sub.path), "folder": str(sub.path.parent), "lesson": sub.lesson, "kernel": kernel,
+        spec = {"notebook": str(sub.path), "folder": str(folder), "lesson": sub.lesson, "kernel": kernel,
                 "timeout": timeout, "cell_timeout": cell_timeout, "check_timeout": check_timeout,
                 "result": str(tmp / "result.json"), "pid_file": str(tmp / "kernel.pid"),
                 "io_dir": str(io), "submission": str(tmp / "submission"),
                 "package": package, "sandbox": bool(sandboxed), "names": [c.learner_name for c in checks],
                 "uid": sandbox.new_uid() if sandboxed else None, "limits": list(limits),
-                "data": str(sandbox.data_folder() or "") or None}
+                "data": str(sandbox.data_folder() or "") or None, "skip": sorted(int(i) for i in skip),
+                "outputs": str(tmp / "outputs.json") if keep_outputs else None}
         if sandboxed:
             try:
-                _copy_submission(sub.path.parent, tmp / "submission")
+                _copy_submission(folder, tmp / "submission")
             except (OSError, shutil.Error) as error:
                 if _disk_full(error):   # (the grader's disk: not the learner's doing)
                     raise
-                return Graded(rows("error", f"the learner's folder could not be copied for grading: "
-                                            f"{str(error)[:300]}"), True, [])
+                return Graded(rows("error", f"the learner's folder {folder} could not be copied for grading (into "
+                                            f"{tmp / 'submission'}): {_with_path(error)[:300]}"), True, [])
         (tmp / "spec.json").write_text(json.dumps(spec))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [grader_root, os.environ.get("PYTHONPATH")])),
                    PYTHONDONTWRITEBYTECODE="1")
@@ -189,11 +194,24 @@ def grade_notebook(sub, checks, timeout=600, cell_timeout=300, check_timeout=60,
             tail = (tmp / "worker.log").read_text(errors="replace")[-600:] if (tmp / "worker.log").exists() else ""
             if "No space left" in tail or shutil.disk_usage(tmp).free < (1 << 20):
                 tail = f"the disk that holds the grader's temporary folders ({tmp.parent}) is full"
-            return Graded(rows("error", f"the grader failed on this notebook: {tail or 'it wrote no result'}"),
+            return Graded(rows("error", f"the grader failed on {sub.path}: its worker (in {tmp}) ended with status "
+                                        f"{worker.returncode} and wrote no result: {tail.strip() or 'no words'}"),
                           False, [])
         if os.environ.get("COURSE_GRADER_DEBUG"):
             print((tmp / "worker.log").read_text(errors="replace")[-3000:], file=sys.stderr)
-    return Graded(_rows_of(sub, checks, result), bool(result["graded"]), _notes_of(result), result.get("peak_mib"))
+        outputs = None
+        if keep_outputs:
+            with contextlib.suppress(OSError, ValueError):
+                outputs = json.loads((tmp / "outputs.json").read_text())
+    return Graded(_rows_of(sub, checks, result), bool(result["graded"]), _notes_of(result), result.get("peak_mib"),
+                  outputs)
+
+
+def _with_path(error):
+    """An OSError's words with its path, where Python's leave it out."""
+    text = str(error)
+    path = getattr(error, "filename", None)
+    return text + (f": {path}" if isinstance(error, OSError) and path and str(path) not in text else "")
 
 
 def _notes_of(result):

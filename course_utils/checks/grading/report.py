@@ -1,4 +1,4 @@
-"""What the grader writes: the CSV (one row per exercise) and the table it prints.
+"""What the grader writes: its rows (one per exercise; the CSV is gradebook.py's) and the table it prints.
 
 Every text a learner controls (a folder's name, a message quoting their exception) is written so
 that it stays one cell of one row: control characters (line breaks, tabs) in names are shown as
@@ -9,8 +9,6 @@ A name that is not UTF-8 (bytes Python keeps as lone surrogates) is shown with i
 and the terminal can always be written. A message (a learner's exception, quoted by the check) keeps its line
 breaks and tabs, but no other control character reaches the CSV: it is shown as \\xNN.
 """
-import csv
-import io
 from typing import NamedTuple
 
 OUTCOMES = ("passed", "wrong", "copied", "not implemented", "missing", "timeout", "error")
@@ -66,28 +64,6 @@ def message_text(text):
     exception could carry an escape sequence to whoever shows the CSV in a terminal), nothing that is not
     UTF-8."""
     return "".join(_escape(c) if _unsafe(c) and c not in "\n\t" else c for c in str(text))
-
-
-def cell(text):
-    """A CSV cell a spreadsheet shows as text, never runs as a formula."""
-    text = str(text)
-    return "'" + text if text.startswith(FORMULA_START) else text
-
-
-def csv_text(rows):
-    text = io.StringIO()
-    writer = csv.writer(text, lineterminator="\n")
-    writer.writerow(Row._fields[:3] + ("outcome", "message"))
-    for row in rows:
-        writer.writerow([cell(one_line(row.learner)), cell(one_line(row.lesson)), cell(one_line(row.exercise)),
-                         cell(row.outcome), cell(message_text(row.message))])
-    return text.getvalue()
-
-
-def write_csv(rows, path):
-    from ...files import atomic_write_text
-
-    atomic_write_text(csv_text(rows), path)
 
 
 def summary_table(rows):

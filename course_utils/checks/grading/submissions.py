@@ -7,6 +7,14 @@ file is one notebook (learner = its folder's name). Nothing else is graded, and 
 left out is named in a note: in a hidden folder (`.bob`, `.ipynb_checkpoints`), in a sub-folder of a
 learner's folder, not named NN_*.ipynb, a lesson without checks, or an older copy of a lesson.
 
+A platform's bulk download is recognised too (`roster.py`): in a class folder, a file named as Canvas names it
+(`doejane_12345_678_02_seq2seq_bottleneck.ipynb`, `doejane_LATE_12345_...`) or as Moodle does (`Jane Doe_123_
+assignsubmission_file_02_....ipynb`) is that learner's notebook, and a Moodle folder `Jane Doe_123_assignsubmission_
+file_` is that learner's folder; the learner is the roster's (matched by the platform's number or the name), else
+the name the platform gives. A downloaded file whose own name is not a lesson's is not graded, with that reason.
+Every file left out is also given to the caller as data (`Note.files`: [(path, reason)]), so that the grades can
+list it.
+
 Links are never followed out of a learner's folder: a lesson notebook that is a symbolic link (to the
 course's solutions, to another learner's notebook, to itself), and a learner's folder in a class folder
 that is a link (to another learner's folder), are graded `error` with the reason (`Submission.problem`);
@@ -18,6 +26,8 @@ import re
 from pathlib import Path
 from typing import NamedTuple, Optional
 
+from . import roster as rosters
+
 NOTEBOOK_NAME = re.compile(r"^(\d\d)_.*\.ipynb$", re.IGNORECASE)
 
 
@@ -26,6 +36,27 @@ class Submission(NamedTuple):
     lesson: str
     path: Path
     problem: Optional[str] = None   # why it is graded `error` without being run (a link)
+    id: str = ""                    # the learner's id on the platform (the roster's, or the download's number)
+    name: str = ""                  # the learner's name, as the roster has it
+    late: bool = False              # the platform marked it late (Canvas: `_LATE_` in its name)
+
+
+class Note(str):
+    """A note for the instructor; `files`: the notebooks it says are not graded, [(path, reason)]."""
+
+    def __new__(cls, text, files=()):
+        note = super().__new__(cls, text)
+        note.files = list(files)
+        return note
+
+
+def _identity(folder_name, roster, download=None):
+    """(learner, id, name) of a learner's folder or a download, through the roster when it knows them."""
+    person = download.person if download is not None else folder_name
+    entry = roster.find(folder=person, number=download.number if download is not None else None) if roster else None
+    if entry is not None:
+        return entry.folder or person, entry.id, entry.name
+    return person, download.number if download is not None else "", ""
 
 
 def _is_notebook(path):
@@ -79,8 +110,19 @@ def _why_not(path, root, lessons, learner_dirs):
     hidden = [part for part in rel.parts[:-1] if part.startswith(".")]
     if hidden:
         return f"in the hidden folder {hidden[0]!r} (name the folder or file to grade it)"
+    download = rosters.platform_name(path.name)
+    if download is not None and path.parent == root:
+        match = NOTEBOOK_NAME.match(download.original)
+        if not match:
+            return (f"a {download.platform} download of {download.person!r} whose own file name "
+                    f"({download.original!r}) is not a lesson's (NN_*.ipynb)")
+        if match.group(1) not in lessons:
+            return f"a {download.platform} download of {download.person!r}: lesson {match.group(1)} has no checks"
+        return (f"an older {download.platform} download of {download.person!r} for the same lesson (the newest is "
+                "graded)")
     if path.parent not in learner_dirs:
-        return "in a sub-folder, not directly in a learner's folder (name it to grade it)"
+        return ("in a sub-folder, not directly in a learner's folder (name it to grade it), nor named like a "
+                "platform's download (name_12345_678_NN_....ipynb)")
     match = NOTEBOOK_NAME.match(path.name)
     if not match:
         return "not named NN_*.ipynb like a lesson notebook"
@@ -99,46 +141,75 @@ def _unlisted(root, graded, lessons, learner_dirs):
             if _is_notebook(path) and _absolute(path) not in graded:
                 reason = _why_not(path, root, lessons, learner_dirs)
                 by_reason.setdefault(reason, []).append(str(path.relative_to(root)))
-    notes = [f"{root}: not graded, {reason}: {', '.join(paths)}" for reason, paths in by_reason.items()]
+    notes = [Note(f"{root}: not graded, {reason}: {', '.join(paths)}", [(root / path, reason) for path in paths])
+             for reason, paths in by_reason.items()]
     for folder, dirs, _ in os.walk(root):   # (os.walk lists links to folders among the folders, never enters them)
         for name in sorted(dirs):
             link = Path(folder) / name
             if link.is_symlink() and Path(folder) != root:
-                notes.append(f"{root}: not graded, {_link(link, 'the folder')}: {link.relative_to(root)}")
+                reason = _link(link, 'the folder')
+                notes.append(Note(f"{root}: not graded, {reason}: {link.relative_to(root)}", [(link, reason)]))
     return notes
 
 
-def _member(member, lessons, notes):
-    """The Submissions of one member of a class folder: a learner's folder, or a link (graded `error`)."""
+def _member(member, lessons, notes, roster):
+    """The Submissions of one member of a class folder: a learner's folder (a Moodle download's too), or a link
+    (graded `error`)."""
+    learner, ident, name = _identity(member.name, roster, rosters.platform_folder(member.name))
     link = _link(member, "the learner's folder")
     if link is None:
-        return [Submission(member.name, lesson, p, _link(p))
+        return [Submission(learner, lesson, p, _link(p), ident, name)
                 for lesson, p in _lesson_notebooks(member, lessons, notes).items()]
     try:   # (the names only, to give each of its lessons its row)
         names = sorted(os.listdir(member))
     except OSError as error:
-        notes.append(f"{member}: not graded, {link} ({error.strerror or error})")
+        notes.append(Note(f"{member}: not graded, {link} ({error.strerror or error})", [(member, link)]))
         return []
     subs = {}
-    for name in names:
-        lesson = _lesson_of(Path(name), lessons)
+    for entry in names:
+        lesson = _lesson_of(Path(entry), lessons)
         if lesson and lesson not in subs:
-            subs[lesson] = Submission(member.name, lesson, member / name, link)
+            subs[lesson] = Submission(learner, lesson, member / entry, link, ident, name)
     if not subs:
-        notes.append(f"{member}: not graded, {link}")
+        notes.append(Note(f"{member}: not graded, {link}", [(member, link)]))
     return list(subs.values())
 
 
-def find_submissions(args, lessons):
-    """([Submission], notes, problems) for the command-line arguments."""
+def _downloads(folder, lessons, notes, roster):
+    """The Submissions of the files of a platform's bulk download directly in the class folder `folder`: each the
+    learner's notebook of its lesson (the newest, where one learner has several of a lesson)."""
+    by_key = {}
+    for path in sorted(p for p in folder.iterdir() if (p.is_symlink() or p.is_file()) and _is_notebook(p)):
+        download = rosters.platform_name(path.name)
+        lesson = _lesson_of(Path(download.original), lessons) if download is not None else None
+        if lesson is None:
+            continue
+        learner, ident, name = _identity(path.name, roster, download)
+        by_key.setdefault((learner, lesson), []).append(
+            Submission(learner, lesson, path, _link(path), ident, name, download.late))
+    chosen = []
+    for _, subs in sorted(by_key.items()):
+        chosen.append(max(subs, key=lambda sub: sub.path.lstat().st_mtime))
+    return chosen
+
+
+def find_submissions(args, lessons, roster=None):
+    """([Submission], notes, problems) for the command-line arguments; `roster`: who is who (roster.py)."""
+    roster = roster if roster is not None else rosters.Roster()
     found, notes, problems = [], [], []
     known = f"NN one of {', '.join(lessons)}"
     for arg in args:
         path = _absolute(arg)
         if path.is_file() or path.is_symlink() and _is_notebook(path):
             lesson = _lesson_of(path, lessons)
+            download = rosters.platform_name(path.name)
+            if lesson is None and download is not None:
+                lesson = _lesson_of(Path(download.original), lessons)
             if lesson:
-                found.append(Submission(path.parent.name, lesson, path, _link(path)))
+                learner, ident, name = (_identity(path.name, roster, download) if download is not None
+                                        else _identity(path.parent.name, roster))
+                found.append(Submission(learner, lesson, path, _link(path), ident, name,
+                                        bool(download and download.late)))
             else:
                 problems.append(f"{arg}: not a lesson notebook (expected a file named NN_*.ipynb, {known})")
             continue
@@ -148,12 +219,13 @@ def find_submissions(args, lessons):
         mine = _lesson_notebooks(path, lessons, notes)
         members = [d for d in sorted(path.iterdir()) if (d.is_symlink() or d.is_dir()) and not d.name.startswith(".")]
         if mine:
-            theirs = [Submission(path.resolve().name, lesson, p, _link(p)) for lesson, p in mine.items()]
+            learner, ident, name = _identity(path.resolve().name, roster)
+            theirs = [Submission(learner, lesson, p, _link(p), ident, name) for lesson, p in mine.items()]
             learner_dirs = {path}
         else:
-            theirs = []
+            theirs = _downloads(path, lessons, notes, roster)
             for member in members:
-                theirs += _member(member, lessons, notes)
+                theirs += _member(member, lessons, notes, roster)
             learner_dirs = {m for m in members if not m.is_symlink()}
             if not theirs:
                 problems.append(f"{arg}: no lesson notebooks (NN_*.ipynb, {known}) in it or in its sub-folders")

@@ -7,9 +7,10 @@ grader can give each notebook's kernel a copy of course_utils in which the refer
 lesson are not there at all (the judge, outside the sandbox, still checks against them):
 - each exercise's reference, a function or a class of the package, is replaced by a stand-in that runs
   the learner's OWN answer of that exercise (the function or class the notebook defined under the
-  exercise's name; `own_answer`): the lesson goes on with the learner's work where it used the course's
-  reference, and a cell that needs an answer the notebook has not defined raises NotImplementedError
-  saying so;
+  exercise's name; `own_answer`; where the lesson then imports the course's name over it, the last one the
+  notebook defined, kept after every cell by `keep_own`): the lesson goes on with the learner's work where it
+  used the course's reference, and a cell that needs an answer the notebook has not defined raises
+  NotImplementedError saying so;
 - the lesson's checks (checks/lessonNN/, one module per exercise, with its references and its registry of mistakes)
   is replaced by checks that only say that the instructor grades this exercise (`WithheldCheck`).
 What stays: the rest of the package, which includes what earlier lessons taught (a later lesson's
@@ -26,13 +27,50 @@ import sys
 from pathlib import Path
 
 STAND_IN = "_course_grader_own_answer"
+_OWN = {}   # name -> the last object the notebook itself defined under it (kept after every cell: `keep_own`)
+
+
+def _namespace():
+    """The notebook's namespace: IPython's (a kernel), else the __main__ module's."""
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    except ImportError:
+        shell = None
+    return shell.user_ns if shell is not None else vars(sys.modules.get("__main__", sys))
+
+
+def keep_own(names):
+    """After every cell (IPython), keep what the notebook itself defined under the exercises' `names`: the lesson's
+    `from course_utils... import NAME` after an exercise then gives the stand-in, which still finds the learner's
+    own NAME (the withheld check module calls this when it is imported, before the exercises)."""
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    except ImportError:
+        return
+    if shell is None:
+        return
+
+    def after(*args):
+        for name in names:
+            obj = shell.user_ns.get(name)
+            if obj is not None and getattr(obj, "__module__", None) == "__main__":
+                _OWN[name] = obj
+
+    shell.events.register("post_run_cell", after)
 
 
 def own_answer(name, what):
-    """The learner's own `name` (defined by the notebook), standing in for the withheld reference `what`."""
-    main = sys.modules.get("__main__")
-    obj = getattr(main, name, None)
+    """The learner's own `name` (defined by the notebook), standing in for the withheld reference `what`: what the
+    name holds now if the notebook defined it, else the last one it defined (before the lesson imported the
+    course's name over it)."""
+    obj = _namespace().get(name)
     if obj is None or getattr(obj, "__module__", None) != "__main__":
+        obj = _OWN.get(name)
+    if obj is None:
         raise NotImplementedError(f"{what} is withheld by your instructor while grading: the lesson uses your own "
                                   f"`{name}` in its place. Define it (run its exercise cell) first.")
     return obj
@@ -55,6 +93,11 @@ class WithheldCheck:
 
     def __call__(self, fn):
         print(f"○ {self.title}: checked by your instructor's grader, not in this notebook.")
+
+    strict = __call__   # (nbgrader's test cell: `check.NAME.strict(answer)`)
+
+    def hint(self):
+        print(f"{self.title}: no hint here: your instructor's grader checks this exercise.")
 
 
 def _where(reference):
@@ -114,10 +157,11 @@ def _rewrite(path, names):
 
 def _check_module(lesson, checks):
     lines = [f'"""Lesson {lesson}\'s checks: withheld by the instructor\'s grader (it checks outside the notebook)."""',
-             "from course_utils.checks.grading.withhold import WithheldCheck", ""]
+             "from course_utils.checks.grading.withhold import WithheldCheck, keep_own", ""]
     for check in checks:
         lines.append(f"{check.exercise} = WithheldCheck({lesson!r}, {check.exercise!r}, {check.title!r}, "
                      f"{check.learner_name!r})")
+    lines.append(f"keep_own({sorted({check.learner_name for check in checks})!r})")
     return "\n".join(lines) + "\n"
 
 

@@ -34,6 +34,11 @@ from .channel import GRACE, STARTUP, Channel
 from .kernel import KernelOutput, box_of, kernel_env, kernel_manager, quiet_client
 
 HERE = Path(__file__).resolve().parent
+STAGE = ["starting"]              # what the worker is doing now: every error it reports names it (and its path)
+
+
+def stage(text):
+    STAGE[0] = text
 PROGRESS_TAG = "course-progress"  # the progress table at the end of every lesson: not run when grading
 WORKER_MEMORY = 2 << 30           # bytes: a worker holding more (a message of many frames, each under the limit,
                                   # is received whole by zmq) stops its kernel and grades the notebook `error`
@@ -89,7 +94,9 @@ def run_notebook(spec):
 
     loader = threading.Thread(target=load_checks, daemon=True)
     loader.start()
+    stage(f"reading the notebook {spec['notebook']}")
     nb = nbformat.read(spec["notebook"], as_version=4)
+    skip = {int(i) + 1 for i in spec.get("skip", ())}   # (cells the caller runs no code of: +1, the first cell)
     store = f"_course_grader_{secrets.token_hex(6)}"
     nb.cells.insert(0, nbformat.v4.new_code_cell(boot_cell(store, spec["names"],
                                                            Path(spec["package"]) / "course_utils" / "checks"
@@ -114,8 +121,11 @@ def run_notebook(spec):
             result["peak_mib"] = _peak_mib()
             write_result(spec["result"], result)
 
+    stage(f"starting the kernel in its sandbox (the learner's folder {spec['folder']}, a copy in "
+          f"{spec['submission']})")
     km = kernel_manager(spec, box)
-    client = quiet_client(nb, km=km, kernel_name=spec["kernel"], allow_errors=True, interrupt_on_timeout=True,
+    client = quiet_client(nb, keep=bool(spec.get("outputs")), km=km, kernel_name=spec["kernel"], allow_errors=True,
+                          interrupt_on_timeout=True,
                           startup_timeout=STARTUP, record_timing=False, shutdown_kernel="immediate",
                           resources={"metadata": {"path": str(spec["folder"])}})
     client.timeout_func = lambda cell: max(1, int(min(state["limit"], state["deadline"] - time.monotonic()) + 0.999))
@@ -157,7 +167,7 @@ def run_notebook(spec):
                 Path(spec["pid_file"]).write_text(str(pid))
                 threading.Thread(target=watchdog, args=(stop,), daemon=True).start()
             try:
-                _run_cells(client, nb, spec, state, result, timeout, cell_timeout)
+                _run_cells(client, nb, spec, state, result, timeout, cell_timeout, skip)
                 loader.join()
                 if "error" in loaded:
                     raise RuntimeError(f"the checks of lesson {spec['lesson']} could not be imported: "
@@ -179,10 +189,26 @@ def run_notebook(spec):
         else:
             raise RuntimeError(f"the kernel did not start ({type(error).__name__}: {error}); its last words: "
                                f"{log[-600:].strip() or 'none'}") from None
+    if spec.get("outputs"):
+        stage(f"writing the notebook's outputs to {spec['outputs']}")
+        _write_outputs(spec["outputs"], nb)
+    stage(f"writing the result {spec['result']}")
     finish()
 
 
-def _run_cells(client, nb, spec, state, result, timeout, cell_timeout):
+def _write_outputs(path, nb):
+    """The outputs the notebook's cells showed (kept within `kernel.OUTPUTS_KEPT`), cell by cell, for nbgrader's
+    autograded notebook: [[output, ...] per cell of the learner's notebook] (the grader's cells left out)."""
+    from ...files import atomic_write_text
+    from .kernel import trimmed
+
+    cells = nb.cells[1:-1] if len(nb.cells) > 1 and "serve_judge(" in nb.cells[-1].source else nb.cells[1:]
+    atomic_write_text(json.dumps([[trimmed(o) for o in cell.get("outputs", [])] if cell.cell_type == "code" else []
+                                  for cell in cells]), path)
+
+
+def _run_cells(client, nb, spec, state, result, timeout, cell_timeout, skip=()):
+    stage("running the grader's first cell (it moves the kernel into the learner's folder)")
     client.execute_cell(nb.cells[0], 0, store_history=False)
     if _error_of(nb.cells[0]):
         raise RuntimeError("the grader's first cell failed in the kernel: %s: %s" % _error_of(nb.cells[0]))
@@ -190,8 +216,10 @@ def _run_cells(client, nb, spec, state, result, timeout, cell_timeout):
     state["kill_at"] = state["deadline"] + GRACE
     for index in range(1, len(nb.cells)):
         cell = nb.cells[index]
-        if cell.cell_type != "code" or not cell.source.strip() or PROGRESS_TAG in cell.metadata.get("tags", ()):
+        if cell.cell_type != "code" or not cell.source.strip() or PROGRESS_TAG in cell.metadata.get("tags", ()) \
+                or index in skip:
             continue
+        stage(f"running {_cell_name(nb, index)} of the notebook")
         if time.monotonic() >= state["deadline"]:
             result["cut"] = f"the notebook ran out of time ({timeout:g} s) before {_cell_name(nb, index)}"
             break
@@ -213,6 +241,7 @@ def _judge_in_kernel(client, nb, spec, checks, store, result, state, kill):
     from nbclient.exceptions import DeadKernelError
 
     check_timeout = float(spec["check_timeout"])
+    stage(f"listening for the kernel at {Path(spec['io_dir']) / 'judge.sock'}")
     channel = Channel.listen(spec["io_dir"], kill=kill)
     if spec.get("uid") is not None:   # (the kernel, as the sandbox's user, connects to it)
         os.chmod(channel.path, 0o666)
@@ -235,6 +264,7 @@ def _judge_in_kernel(client, nb, spec, checks, store, result, state, kill):
         finally:
             channel.close()
 
+    stage("judging the answers (the grading cell serves the judge)")
     thread = threading.Thread(target=run_judge, daemon=True)
     thread.start()
     with contextlib.suppress(DeadKernelError):
@@ -252,7 +282,8 @@ def _judge_in_kernel(client, nb, spec, checks, store, result, state, kill):
         result["outcomes"] = {c.exercise: ["error", f"✘ {c.title}: not graded: {message}."] for c in checks}
         result["graded"] = True
     else:
-        result["notes"].append(f"the grader could not run the checks: {done.get('fault', 'no reply')}")
+        result["notes"].append(f"the grader could not run the checks (judging over {channel.path}): "
+                               f"{done.get('fault', 'no reply')}")
 
 
 def _resident():
@@ -287,6 +318,17 @@ def skip_slow_imports():
         sys.modules.setdefault("rfc3987_syntax", None)
 
 
+def described(error, spec):
+    """An error of the worker as the report gives it: the notebook, what the worker was doing, and the error (an
+    OSError's path too, where Python's own words leave it out: a socket's, for one)."""
+    text = str(error)
+    path = getattr(error, "filename", None)
+    if isinstance(error, OSError) and path and str(path) not in text:
+        text += f": {path}"
+    return (f"could not run the notebook {spec.get('notebook')}: while {STAGE[0]}: {type(error).__name__}: "
+            f"{text[:400]}")
+
+
 def main(spec_file):
     skip_slow_imports()
     spec = json.loads(Path(spec_file).read_text())
@@ -294,8 +336,7 @@ def main(spec_file):
         run_notebook(spec)
     except Exception as error:  # noqa: BLE001 - reported to the parent, which marks the notebook
         if not Path(spec["result"]).exists():  # (an error while shutting the kernel down changes nothing)
-            result = {"outcomes": {}, "graded": False, "cut": None,
-                      "notes": [f"could not run the notebook: {type(error).__name__}: {str(error)[:300]}"]}
+            result = {"outcomes": {}, "graded": False, "cut": None, "notes": [described(error, spec)]}
             write_result(spec["result"], result)
     return 0
 
