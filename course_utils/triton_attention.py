@@ -21,17 +21,16 @@ reads no pointer loaded from memory, and reads or writes whatever memory an unma
 fault or return garbage too). Triton ships Linux wheels only: macOS has none, Windows a separate community fork.
 """
 import importlib.util
-import inspect
 import math
 import os
 import platform
-import textwrap
 import types
 from pathlib import Path
 
 import torch
 
 from .efficient_attention import tiled_attention_backward
+from .source_text import source_of
 
 __all__ = ["TRITON_VERSION", "triton_status", "import_triton", "kernel", "kernel_source", "reference_source",
            "kernel_arguments", "flash_forward", "TritonFlashAttention", "interpreting"]
@@ -111,24 +110,9 @@ def kernel():
 
 def kernel_source(fn):
     """The source text of a kernel: a @triton.jit function (compiled or interpreted), or a plain function; with the
-    number constants and the other @triton.jit functions it uses from its module (a notebook), theirs too."""
-    constants, helpers, seen = {}, [], set()
-
-    def visit(function):
-        inner = getattr(function, "fn", function)
-        if id(inner) in seen:
-            return
-        seen.add(id(inner))
-        for name in getattr(getattr(inner, "__code__", None), "co_names", ()):
-            value = getattr(inner, "__globals__", {}).get(name)
-            if type(value).__name__ in ("JITFunction", "InterpretedFunction"):
-                visit(value)
-            elif isinstance(value, (int, float)) and not isinstance(value, bool):
-                constants[name] = value
-        helpers.append(textwrap.dedent(inspect.getsource(inner)))
-
-    visit(fn)
-    return "".join(f"{name} = {value!r}\n" for name, value in constants.items()) + "\n\n".join(helpers)
+    number constants and the other @triton.jit functions it uses from its module (a notebook), theirs too; read where
+    the kernel lives (under the grader, in the learner's kernel: source_text.source_of)."""
+    return source_of(fn)
 
 
 def reference_source():

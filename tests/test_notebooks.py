@@ -95,7 +95,7 @@ def test_every_header_gives_the_learner_s_time_and_the_machine_s_from_the_readme
         assert f"**Your time:** about {hours} " in cells[0].source and machine in cells[0].source, \
             f"{path}: its header does not give the README's times (run python tools/build_notebooks.py)"
         opening = "\n".join(c.source for c in cells[1:4] if c.cell_type == "markdown")
-        assert not re.search(r"\*\*?Time( on a CPU| on CPU)?:", opening), f"{path}: a time of its own in its opening cells"
+        assert not re.search(r"\*\*?Time( on a CPU| on CPU)?:", opening), f"{path}: a time of its own at its start"
 
 
 def test_every_notebook_links_to_its_twin_and_back():

@@ -1,23 +1,25 @@
 """A Python loop where an exercise asks for none (lessons 00 and 01), read in the learner's own code.
 
-The learner's code is read where it can be (a notebook's function); the grader's proxy of a learner's function
-has no code to read, and a loop gives the same values, so there a loop is not seen. A loop over a few named
-things (`for a in (q, K, V)`, to convert the inputs) is not a loop over the data and is not counted.
+The learner's code is read where it lives: a notebook's function here, and under the instructor's grader, in the
+learner's kernel (the proxy asks the kernel for the source text: course_utils/source_text.py). A loop over a few
+named things (`for a in (q, K, V)`, to convert the inputs) is not a loop over the data and is not counted.
 """
 import ast
 import inspect
 import textwrap
+
+from ..source_text import source_of
 
 LOOP_CALLS = {"map", "vectorize", "apply_along_axis", "fromiter", "frompyfunc"}   # a loop under another name
 
 
 def _own_function(answer):
     """The ast of `answer`'s own definition, or None where its code cannot be read."""
-    if not inspect.isfunction(answer):
+    if not inspect.isfunction(answer) and getattr(type(answer), "__source_text__", None) is None:
         return None
     try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(answer)))
-    except (OSError, TypeError, SyntaxError, IndentationError):   # (a lambda's line may not parse on its own)
+        tree = ast.parse(textwrap.dedent(source_of(answer)))
+    except Exception:  # noqa: BLE001 - no text (OSError, TypeError), or a lambda's line that does not parse alone
         return None
     kind = ast.Lambda if answer.__name__ == "<lambda>" else (ast.FunctionDef, ast.AsyncFunctionDef)
     own = [n for n in ast.walk(tree) if isinstance(n, kind) and getattr(n, "name", answer.__name__) == answer.__name__]

@@ -12,7 +12,8 @@ the notebook's first cell, into a module of a random name (a module the notebook
 - `serve_judge(path, token, shell)`, after the notebook: connect to the judge, then answer its requests one
   by one until it says goodbye. A request names a function, class or object of the notebook (by
   handle) and what to do with it: call it with these arguments (data), read an attribute, iterate
-  it, run backward() through a tensor it returned, or call it under the measure of the largest tensor it
+  it, read its source text (for the checks that read code), run backward() through a tensor it returned, or call it
+  under the measure of the largest tensor it
   creates (`checks/measure.py`, loaded by path like `wire.py`, at the first such request: lesson 13's
   "nothing of size T_q x T_k"; the measurement goes back with the result). The reply is data (`wire`), or a
   handle to an object that stays here. Nothing here compares anything with an expected value: the judge does.
@@ -58,6 +59,16 @@ WATCH = Watch()   # the kernel's one watch (installed at boot)
 PACKAGE_DIR = "course_utils"
 defined = {}   # what the notebook defined under the exercises' names (boot)
 _measure = []  # checks/measure.py, once a call is measured (it imports torch)
+
+
+def source_text(obj):
+    """The source of the notebook's `obj`, with the kernels and constants it uses (course_utils/source_text.py: from the
+    package, else by path): a check that reads code (a loop, a Triton kernel) asks it of the kernel."""
+    try:
+        from ...source_text import source_text as read
+    except ImportError:
+        read = _load_beside("source_text", up=2).source_text
+    return read(obj)
 
 
 def measure():
@@ -283,6 +294,8 @@ class Server:
                         return {"ok": result, "changed": changed}
                 elif op == "getattr":
                     result = getattr(target, str(request["name"]))
+                elif op == "source":
+                    result = source_text(target)
                 elif op == "setattr":
                     setattr(target, str(request["name"]), args[0])
                     result = None

@@ -115,6 +115,13 @@ class Remote:
         return inspect.Signature([inspect.Parameter(str(p), kind) for p in params
                                   if isinstance(p, str) and p.isidentifier()])
 
+    def __source_text__(self):
+        """The source text of the learner's function, read in the kernel (course_utils/source_text.py)."""
+        text = object.__getattribute__(self, "_channel").request("source", self)
+        if not isinstance(text, str):
+            raise TypeError("the kernel sent no source text")
+        return text
+
     def __getattr__(self, name):
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)

@@ -20,6 +20,7 @@ goes on.
 """
 import inspect
 import math
+import re
 import textwrap
 
 import numpy as np
@@ -101,10 +102,10 @@ def _source(answer):
             raise LearnerNotImplemented() from None
     else:
         from ...triton_attention import kernel_source
-        fn = getattr(answer, "fn", answer)
         try:
-            text, name = kernel_source(answer), fn.__name__
-        except (OSError, TypeError):
+            text = kernel_source(answer)             # read where the kernel lives (under the grader: its kernel)
+            name = re.findall(r"^def (\w+)\(", text, re.M)[-1]    # (its own def comes after its helpers')
+        except (OSError, TypeError, IndexError):
             fail(Said("unchecked", "the check could not read your kernel's source: define it in a cell with "
                       "@triton.jit and pass the function itself, check.flash_forward_kernel(flash_forward_kernel)"))
     body = textwrap.dedent(text)
