@@ -70,10 +70,10 @@ def test_lesson_10_runs_to_the_end_without_multi30k(tmp_path, monkeypatch):
 SHOWN = {
     "12_gpt_from_scratch": (7, {"l12-reference": True,                 # the GPT's learning curve
                                 "l12-sampling-figure-code": True,      # the next-token bars and continuations
-                                "l12-cache-speed-code": False,         # the cache's timing (and section 1's GPT's)
+                                "l12-cache-speed-code": False,         # the cache's timing (and section 4's GPT's)
                                 "l12-rope-experiment-code": False,     # learned / sinusoidal / rotary: the table
                                 "l12-widget-code": False}),            # the widget's prompts, continued
-    "14_what_attention_learns": (4, {"l14-gpt-figure": True,           # the trained GPT's scores and ablations
+    "14_what_attention_learns": (7, {"l14-gpt-figure": True,           # the trained GPT's scores and ablations
                                      "l14-sinks-code": True,           # its weight on position 0
                                      "l14-stream-code": False,         # the sliding windows' perplexities
                                      "l14-jw-code": False}),           # the translator's counterfactual attention

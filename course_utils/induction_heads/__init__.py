@@ -10,7 +10,8 @@ in a phase change that every evaluation records.
 The model, the data, the scores and the ablation are lesson 14's reference, course_utils.induction.
 The names the lesson uses are also here, imported on first use: `from course_utils.induction_heads import run`.
 """
-__all__ = ["Config", "PRESETS", "make_config", "InductionTask", "run", "load_induction_model", "phase_change_step"]
+__all__ = ["Config", "PRESETS", "make_config", "InductionTask", "run", "load_induction_model", "phase_change_step",
+           "find_phase_change", "ICL_FALL", "STRIPE_RISE"]
 
 
 def __getattr__(name):

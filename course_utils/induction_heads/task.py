@@ -17,10 +17,11 @@ import dataclasses
 import torch
 import torch.nn.functional as F
 
-from .. import induction
+from .. import circuits, induction
 from ..pipeline.task import ConfigError, RunConfig, Task, make_config_of
 
-__all__ = ["Config", "PRESETS", "make_config", "InductionTask", "run", "load_induction_model", "phase_change_step"]
+__all__ = ["Config", "PRESETS", "make_config", "InductionTask", "run", "load_induction_model", "phase_change_step",
+           "find_phase_change", "ICL_FALL", "STRIPE_RISE"]
 
 
 @dataclasses.dataclass
@@ -105,6 +106,27 @@ def phase_change_step(steps, values):
         return None, 0.0
     changes = [abs(b - a) for a, b in zip(values, values[1:])]
     i = max(range(len(changes)), key=changes.__getitem__)
+    return (steps[i] + steps[i + 1]) // 2, values[i + 1] - values[i]
+
+
+# What counts as a phase change: the in-context learning score falls by at least ICL_FALL nats in all (a model
+# that copies reaches about -ln V, -4.2 here; one that does not use its context stays near 0), and at least
+# ABRUPT of that fall happens between two evaluations; for the induction head's score, a rise of STRIPE_RISE.
+ICL_FALL, STRIPE_RISE, ABRUPT = 1.0, 0.3, 0.25
+
+
+def find_phase_change(steps, values, min_change=ICL_FALL, abrupt=ABRUPT, direction=-1):
+    """The phase change of a curve, as phase_change_step finds it, or (None, 0.0) when the curve has none: when
+    it moves by less than `min_change` in all in `direction` (-1: a fall, from its first value to its lowest;
+    +1: a rise, to its highest), or when its steepest step between two evaluations is less than `abrupt` of that
+    movement (a slow drift is no phase change)."""
+    if len(values) < 2:
+        return None, 0.0
+    total = (values[0] - min(values)) if direction < 0 else (max(values) - values[0])
+    diffs = [direction * (b - a) for a, b in zip(values, values[1:])]
+    i = max(range(len(diffs)), key=diffs.__getitem__)
+    if total < min_change or diffs[i] < abrupt * total:
+        return None, 0.0
     return (steps[i] + steps[i + 1]) // 2, values[i + 1] - values[i]
 
 
@@ -206,18 +228,52 @@ class InductionTask(Task):
                    "previous_token_head_effect": round(float(effects[lp, below]), 3),
                    "induction_score": round(float(ind[li, top]), 3), "previous_score": round(float(prev[lp, below]), 3),
                    "ablation_effects": _rounded(effects.tolist(), 3)}
-        step, change = phase_change_step(history["eval_step"], history["icl_score"])
-        stripe, _ = phase_change_step(history["eval_step"], [row[li][top] for row in history["induction_scores"]])
+        step, change = find_phase_change(history["eval_step"], history["icl_score"])
+        stripe, _ = find_phase_change(history["eval_step"], [row[li][top] for row in history["induction_scores"]],
+                                      min_change=STRIPE_RISE, direction=1)
         results.update(phase_change_step=step, icl_change=round(change, 3), stripe_step=stripe)
         if isinstance(model, induction.AttentionOnly) and model.num_layers == 2:
             results["composition"] = {k: round(v, 3) for k, v in
                                       induction.composition_test(model, tokens, below, top, L).items()}
+            results["circuits"] = self.circuits(model, (lp, below), (li, top))
         self.heads = {"induction": (li, top), "previous_token": (lp, below)}
         log(f"by ablation: the induction head is layer {li}, head {top} (zeroing it raises the second copy's loss by "
             f"{effects[li, top]:.2f}; induction score {ind[li, top]:.2f}); the previous-token head is layer {lp}, "
-            f"head {below} (+{effects[lp, below]:.2f}; previous-token score {prev[lp, below]:.2f}); phase change "
-            f"near step {step}")
+            f"head {below} (+{effects[lp, below]:.2f}; previous-token score {prev[lp, below]:.2f}); "
+            + (f"phase change near step {step}" if step is not None else
+               f"no phase change in this run (the in-context learning score went from {history['icl_score'][0]:+.2f} "
+               f"to {history['icl_score'][-1]:+.2f}, a phase change falls by {ICL_FALL} nats or more, abruptly)"))
         return results
+
+    @torch.no_grad()
+    def circuits(self, model, previous, induction_head):
+        """The circuit read from the weights and patched (lesson 14, sections 7 and 8): every head's OV circuit
+        scores, the K-composition scores, the two heads' circuits themselves, and one head at a time patched from
+        [r, r] into [r', r]."""
+        L, cfg = self.cfg.length // 2, self.cfg
+        (lp, below), (li, top) = previous, induction_head
+        g = torch.Generator().manual_seed(20_000 + cfg.seed)
+        clean = induction.repeated_sequences(cfg.eval_sequences, L, cfg.vocab_size, g).to(self.device)
+        corrupted = torch.cat([torch.randint(0, cfg.vocab_size, (cfg.eval_sequences, L), generator=g).to(self.device),
+                               clean[:, L:]], dim=1)                  # [r', r]: nothing in it to copy from
+        heads = [(layer, head) for layer, attn in enumerate(induction.attention_heads(model))
+                 for head in range(attn.num_heads)]
+        ov = {(layer, head): circuits.ov_circuit(model, layer, head) for layer, head in heads}
+        scores = lambda maps: induction.head_scores(maps[li], L)[1].mean(0)   # noqa: E731 - layer li's heads
+        return {"ov_eigenvalue_score": _grid(heads, lambda lh: circuits.eigenvalue_score(ov[lh])),
+                "ov_diagonal_top1": _grid(heads, lambda lh: circuits.diagonal_top1(ov[lh])),
+                "ov_induction_head": _rounded(ov[(li, top)].tolist(), 2),
+                "k_composition": _rounded(circuits.k_composition(model, below, top).tolist(), 2),
+                "k_composition_top1": _rounded([circuits.diagonal_top1(circuits.k_composition(model, i, top))
+                                                for i in range(model.layers[lp].attn.num_heads)], 3),
+                "direct_qk_top1": round(circuits.diagonal_top1(circuits.qk_circuit(model, li, top)), 3),
+                "k_composition_scores": _rounded(circuits.k_composition_scores(model).tolist(), 3),
+                "patching": _rounded(circuits.patching_effects(model, clean, corrupted, L).tolist(), 3),
+                "patched_induction_scores": {
+                    "clean": _rounded(scores(induction.attention_maps(model, clean)).tolist(), 3),
+                    "corrupted": _rounded(scores(induction.attention_maps(model, corrupted)).tolist(), 3),
+                    "previous-token head patched": _rounded(scores(circuits.patched_attention_maps(
+                        model, clean, corrupted, lp, below)).tolist(), 3)}}
 
     @staticmethod
     def named_heads(effects):
@@ -237,6 +293,14 @@ class InductionTask(Task):
         return {"history": kept, "final_maps": _rounded(maps.tolist(), 3),
                 "final_tokens": self.val[0].tolist(), "snapshot_tokens": self.snapshot[0].tolist(),
                 "half_length": L}
+
+
+def _grid(heads, value, digits=3):
+    """[[value((layer, head)) for head] for layer] over the (layer, head) pairs `heads`, in order."""
+    rows = {}
+    for layer, head in heads:
+        rows.setdefault(layer, []).append(round(float(value((layer, head))), digits))
+    return [rows[layer] for layer in sorted(rows)]
 
 
 def _rounded(values, digits):

@@ -1,6 +1,7 @@
 """Train lesson 12's language model on Multi30k's English captions and measure it against a bigram.
 
-    python -m course_utils.language_model --preset full                  # the lesson's run: ~8 min on 2 threads
+    python -m course_utils.language_model --preset full                  # the lesson's run (lesson 12 says how long)
+    python -m course_utils.language_model --preset mid                   # minutes: recognisable captions
     python -m course_utils.language_model --preset fast                  # seconds
     python -m course_utils.language_model --preset full --resume         # go on from the last checkpoint
     python -m course_utils.language_model --preset full --reference lesson12_full   # + the lesson's reference file

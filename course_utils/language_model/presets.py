@@ -1,4 +1,4 @@
-"""Lesson 12's language model: its configuration, two presets, the GPT it builds, loading a trained one.
+"""Lesson 12's language model: its configuration, three presets, the GPT it builds, loading a trained one.
 
     cfg = make_config("full", steps=2000)       # a preset, with overrides
     model = build_model(cfg, vocab_size)        # course_utils.gpt.GPT sized by cfg
@@ -68,7 +68,12 @@ PRESETS = {
     # a few seconds: the notebook's tests (COURSE_FAST=1)
     "fast": dict(captions=2000, vocab_size=500, context=32, batch_size=16, d_model=64, num_heads=4,
                  num_kv_heads=2, num_layers=2, d_ff=128, dropout=0.0, steps=60, lr=2e-3, warmup=10, eval_every=30),
-    # the lesson in full: about 8 minutes of training on a 2-core CPU (bf16 autocast). No dropout: on a
+    # between the two: a smaller GPT (3 layers, d_model 128, 0.6 M parameters) that writes recognisable captions
+    # in a few minutes on a 2-core CPU, float32 (lesson 12, section 6; the reference file lesson12_mid.json)
+    "mid": dict(captions=None, vocab_size=500, context=64, batch_size=16, d_model=128, num_heads=4, num_kv_heads=2,
+                num_layers=3, d_ff=512, dropout=0.0, steps=1000, lr=3e-3, warmup=50, eval_every=250),
+    # the lesson in full: about 8 minutes of training on a 2-core CPU with bf16 instructions (bf16 autocast), 55
+    # minutes on one thread in float32 on one without (lesson12_full.json). No dropout: on a
     # CPU its random numbers cost ~40 % of a step at these sizes, and 1,200 steps (~3.5 epochs) overfit little
     "full": dict(captions=None, vocab_size=500, context=64, batch_size=32, d_model=256, num_heads=8,
                  num_kv_heads=2, num_layers=7, d_ff=1024, dropout=0.0, steps=1200, lr=2.5e-3, warmup=100,

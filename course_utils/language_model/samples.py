@@ -6,7 +6,7 @@ report, so that fast mode shows the full run's (course_utils/reference_runs/less
                                      #   for each of SETTINGS (sampling_figure_data)
     shown["prompts"][text]           # the widget: greedy and sampled continuations of each of PROMPTS
     shown["greedy_caption"]          # a caption written greedily from <bos>
-    shown["cache"]                   # section 8: generation timed with and without the key/value cache (time_cache)
+    shown["cache"]                   # section 9: generation timed with and without the key/value cache (time_cache)
 
 The lesson computes the same things with the same functions on its own model; every sample is drawn from a
 generator seeded here, so a run's report is reproducible.
