@@ -28,6 +28,12 @@ _REGISTRY = {
     "13_tiling": ("lesson13", "tiling"),
     "14_induction_circuit": ("lesson14", "induction_circuit"),
     "14_rollout": ("lesson14", "rollout"),
+    "15_latent_cache": ("lesson15", "latent_cache"),
+    "15_layer_pattern": ("lesson15", "layer_pattern"),
+    "15_delta_state": ("lesson15", "delta_state"),
+    "16_paged_cache": ("lesson16", "paged_cache"),
+    "16_continuous_batching": ("lesson16", "continuous_batching"),
+    "16_speculative": ("lesson16", "speculative"),
 }
 
 NAMES = list(_REGISTRY)

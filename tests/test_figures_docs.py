@@ -17,6 +17,7 @@ printing a ratio, a lesson run by nbconvert) have no row: their command stands n
 Lessons 00, 01, 04, 07 and 08 quote no result file today. The README's study time per lesson is
 checked against its estimate from the notebooks (`study_minutes`), lesson 14 included once it exists.
 """
+import functools
 import json
 import re
 from pathlib import Path
@@ -67,12 +68,136 @@ def _minus_icl(run):
     return -run["result"]["icl_score"]
 
 
+def _least_ov_layer0(run):
+    return -min(run["report"]["circuits"]["ov_eigenvalue_score"][0])
+
+
+def _most_ov_layer0(run):
+    return max(run["report"]["circuits"]["ov_eigenvalue_score"][0])
+
+
+def _minus_patching_previous(run):
+    layer, head = run["report"]["previous_token_head"]
+    return -run["report"]["circuits"]["patching"][layer][head]
+
+
 def _least_sink(run):
     return min(sum(row) / len(row) for row in run["gpt"]["sink_mass"])
 
 
 def _most_sink(run):
     return max(sum(row) / len(row) for row in run["gpt"]["sink_mass"])
+
+
+CAPTIONS15, RECALL15 = REF / "lesson15_captions.json", REF / "lesson15_recall.json"
+
+
+# lesson 15: figures derived from a reference file (the largest logit of the last evaluation, means over the global
+# layers), and the cache sizes computed by the course's code at the sizes the reference run records
+def _last_max_logit(model):
+    def last(run):
+        return max(run["models"][model]["history"]["max_logit"][-1])
+    last.__name__ = f"max_logit_{model}"
+    return last
+
+
+def _d_head(run):
+    return run["settings"]["d_model"] // run["settings"]["num_heads"]
+
+
+def _v3(size):
+    def published(run):
+        from course_utils.latent_attention import DEEPSEEK_V3
+
+        return DEEPSEEK_V3[size]
+    published.__name__ = f"DEEPSEEK_V3_{size}"
+    return published
+
+
+def _first_mass(model, key="first"):
+    def mean(run):
+        found = run["models"][model]["first_position"][key]
+        return sum(found) / len(found)
+    mean.__name__ = f"first_position_{model}_{key}"
+    return mean
+
+
+def _uniform_first(run):
+    from course_utils.attention_sinks import uniform_first_position_mass
+
+    return uniform_first_position_mass(run["settings"]["context"])
+
+
+def _cache_numbers(kind, sizes="ours"):
+    """Numbers a layer caches per token (course_utils.latent_attention.cache_numbers), at the run's sizes or
+    DeepSeek-V3's (GQA there with 8 key-value heads, as the lesson writes)."""
+    def numbers(run):
+        from course_utils.latent_attention import DEEPSEEK_V3, cache_numbers
+
+        s = run["settings"]
+        at = dict(DEEPSEEK_V3, num_kv_heads=8) if sizes == "v3" else dict(
+            num_heads=s["num_heads"], d_head=s["d_model"] // s["num_heads"], num_kv_heads=s["num_kv_heads"],
+            d_latent=s["d_latent"], d_rope=s["d_rope"])
+        return cache_numbers(kind, at["num_heads"], at["d_head"], at["num_kv_heads"], at["d_latent"], at["d_rope"])
+    numbers.__name__ = f"cache_numbers_{kind}_{sizes}"
+    return numbers
+
+
+def _v3_kib(kind):
+    def kib(run):
+        from course_utils.latent_attention import DEEPSEEK_V3
+
+        return _cache_numbers(kind, "v3")(run) * 2 * DEEPSEEK_V3["num_layers"] / 1024
+    kib.__name__ = f"v3_kib_{kind}"
+    return kib
+
+
+@functools.lru_cache(maxsize=None)
+def _layer_cache_kib(kind, T):
+    """KiB one layer's cache holds after decoding T tokens, measured with the course's layer at lesson 15's full
+    sizes (the layers' `cache_bytes`, as the lesson's cell counts them)."""
+    import torch
+
+    from course_utils.delta_rule import DeltaNetMixer
+    from course_utils.modern_block import ModernAttention
+
+    s = json.loads((ROOT / CAPTIONS15).read_text(encoding="utf-8"))["settings"]
+    torch.manual_seed(0)
+    if kind in ("full", "local"):
+        layer = ModernAttention(s["d_model"], s["num_heads"], s["num_kv_heads"],
+                                window=s["window"] if kind == "local" else None)
+    else:
+        layer = DeltaNetMixer(s["d_model"], s["num_heads"], rule=kind, chunk_size=s["chunk_size"])
+    cache, x = None, torch.randn(1, T, s["d_model"])
+    with torch.no_grad():
+        for t in range(T):
+            _, cache = layer.step(x[:, t:t + 1], cache, t)
+    return layer.cache_bytes(cache) / 1024
+
+
+def _layer_kib(kind, T):
+    def kib(run):
+        return _layer_cache_kib(kind, T)
+    kib.__name__ = f"layer_cache_kib_{kind}_{T}"
+    return kib
+
+
+def _model_kib(model, T):
+    def kib(run):
+        from course_utils.open_models import layers_of, make_config
+
+        return sum(_layer_cache_kib(kind, T) for kind in layers_of(make_config("full", model=model)))
+    kib.__name__ = f"model_cache_kib_{model}_{T}"
+    return kib
+
+
+def _open_models_training_minutes(run, key="train_seconds"):
+    recall = json.loads((ROOT / RECALL15).read_text(encoding="utf-8"))
+    return (run[key] + recall[key]) / 60
+
+
+def _open_models_cpu_minutes(run):
+    return _open_models_training_minutes(run, "cpu_seconds")
 
 
 FIGURES = [
@@ -129,6 +254,12 @@ FIGURES = [
     Figure("12", RESULTS, "learned {} → {}, sinusoidal {} → {}, **RoPE {} → {}**", REF / "lesson12_positions.json",
            ("result.val_ppl.learned", "result.val_ppl_2x.learned", "result.val_ppl.sinusoidal",
             "result.val_ppl_2x.sinusoidal", "result.val_ppl.rope", "result.val_ppl_2x.rope")),
+    Figure("12", RESULTS, "The `mid` preset ({} layers, d_model {}, {} M parameters, {} steps of {} windows, float32): "
+                          "validation perplexity {} against the bigram's {}", REF / "lesson12_mid.json",
+           ("settings.num_layers", "settings.d_model", "report.parameters/1000000", "settings.steps",
+            "settings.batch_size", "result.gpt_val_ppl", "result.bigram_val_ppl")),
+    Figure("12", RESULTS, "the whole `mid` command {} min on {} thread(s) of this 2-core CPU (load {} before,",
+           REF / "lesson12_mid.json", ("report.wall_seconds/60", "machine.threads", "machine.load_before.0")),
     Figure("12", RESULTS, "the positions {} min", REF / "lesson12_positions.json", ("wall_seconds/60",)),
     Figure("12", README, "a {} M-parameter GPT trained", REF / "lesson12_full.json", ("report.parameters/1000000",)),
     Figure("12", README, "training {} min on {} thread(s) in float32", REF / "lesson12_full.json",
@@ -146,6 +277,26 @@ FIGURES = [
     Figure("14", RESULTS, "its induction score falls from {} to {} when the previous-token head is removed from what "
                           "its keys read ({} from its queries')", REF / "lesson14_induction.json",
            ("report.composition.none", "report.composition.keys", "report.composition.queries")),
+    Figure("14", RESULTS, "the OV circuits of layer 1's heads 0, 2 and 3 have eigenvalue scores {}, {} and {} and put "
+                          "a token's own logit first for {}, {} and {} of the 64 tokens (layer 0's heads: scores −{} "
+                          "to {})",
+           REF / "lesson14_induction.json",
+           ("report.circuits.ov_eigenvalue_score.1.0", "report.circuits.ov_eigenvalue_score.1.2",
+            "report.circuits.ov_eigenvalue_score.1.3", "report.circuits.ov_diagonal_top1.1.0",
+            "report.circuits.ov_diagonal_top1.1.2", "report.circuits.ov_diagonal_top1.1.3", _least_ov_layer0,
+            _most_ov_layer0)),
+    Figure("14", RESULTS, "puts the query's own token first for {} of the tokens ({} through layer 0's head 2, {} "
+                          "without layer 0)", REF / "lesson14_induction.json",
+           ("report.circuits.k_composition_top1.3", "report.circuits.k_composition_top1.2",
+            "report.circuits.direct_qk_top1")),
+    Figure("14", RESULTS, "layer 1's heads 0, 2 and 3 close {}, {} and {} of the second copy's loss gap, the "
+                          "previous-token head −{}, although it restores the induction head's score from {} to {} ({} "
+                          "clean)",
+           REF / "lesson14_induction.json",
+           ("report.circuits.patching.1.0", "report.circuits.patching.1.2", "report.circuits.patching.1.3",
+            _minus_patching_previous, "report.circuits.patched_induction_scores.corrupted.0",
+            "report.circuits.patched_induction_scores.previous-token head patched.0",
+            "report.circuits.patched_induction_scores.clean.0")),
     Figure("14", RESULTS, "best induction score {}, second copy's loss {} against {} on the first",
            REF / "lesson14_measurements.json",
            ("result.gpt_best_induction_score", "gpt.second_copy_loss", "gpt.first_copy_loss")),
@@ -161,11 +312,105 @@ FIGURES = [
                           "**rollout {}**, input × gradient {}, random {}", REF / "lesson14_measurements.json",
            ("vit.steps", "result.vit_accuracy", "result.deletion_area.raw attention", "result.deletion_area.rollout",
             "result.deletion_area.input x gradient", "result.deletion_area.random")),
-    Figure("14", RESULTS, "(reference runs: training {} s on {} thread, load {} before;",
+    Figure("14", RESULTS, "(reference runs: training {} s on {} thread, load {} before (",
            REF / "lesson14_induction.json",
            ("result.train_seconds", "report.threads", "machine.load_before.0")),
     Figure("14", RESULTS, "the measurements {} s, load {})", REF / "lesson14_measurements.json",
            ("run_seconds", "machine.load_before.0")),
+    Figure("15", RESULTS, "seven {}-layer caption models (d_model {}, {} query / {} key-value heads of {}, {} "
+                          "steps of {} windows of {} tokens, float32) on lesson 12's captions, validation perplexity: "
+                          "**today's block {} against lesson 12's GPT-2 block {}** ({} and {} parameters)", CAPTIONS15,
+           ("settings.num_layers", "settings.d_model", "settings.num_heads", "settings.num_kv_heads", _d_head,
+            "settings.steps", "settings.batch_size", "settings.context",
+            "models.modern.val_ppl", "models.gpt2.val_ppl", "models.modern.parameters", "models.gpt2.parameters")),
+    Figure("15", RESULTS, "at the end of training: GPT-2 block {}, today's block without QK-norm {}, **with QK-norm "
+                          "{}**", CAPTIONS15,
+           (_last_max_logit("gpt2"), _last_max_logit("no_qk_norm"), _last_max_logit("modern"))),
+    Figure("15", RESULTS, "cache per token and layer (numbers): MHA {}, GQA {}, MQA {}, MLA {} at this size; at "
+                          "DeepSeek-V3's sizes ({} layers, {} heads of {}; GQA with {} key-value heads) MHA {}, GQA "
+                          "{}, MQA {}, **MLA {}** ({} + {}), per token over all layers in bf16 {} KiB, {} KiB, {} KiB "
+                          "and {} KiB", CAPTIONS15,
+           (_cache_numbers("MHA"), _cache_numbers("GQA"), _cache_numbers("MQA"), _cache_numbers("MLA"),
+            _v3("num_layers"), _v3("num_heads"), _v3("d_head"), lambda run: 8,
+            _cache_numbers("MHA", "v3"), _cache_numbers("GQA", "v3"), _cache_numbers("MQA", "v3"),
+            _cache_numbers("MLA", "v3"), _v3("d_latent"), _v3("d_rope"),
+            _v3_kib("MHA"), _v3_kib("GQA"), _v3_kib("MQA"), _v3_kib("MLA"))),
+    Figure("15", RESULTS, "GQA against MLA at equal cache bytes ({} numbers per token and layer): **GQA {}, MLA {}** "
+                          "(MLA: {} parameters", CAPTIONS15,
+           (_cache_numbers("MLA"), "models.modern.val_ppl", "models.mla.val_ppl", "models.mla.parameters")),
+    Figure("15", RESULTS, "cache of all 12 layers after 256 tokens (float32): all global {} KiB, 5 local : 1 global "
+                          "{} KiB, 3 Gated DeltaNet : 1 global {} KiB (a global layer {} KiB, growing with the "
+                          "context; a local layer {} KiB from {} tokens on; a Gated DeltaNet layer's state {} KiB at "
+                          "every length)", CAPTIONS15,
+           (_model_kib("modern", 256), _model_kib("local", 256), _model_kib("gated_deltanet", 256),
+            _layer_kib("full", 256), _layer_kib("local", 256), "settings.window", _layer_kib("gated_deltanet", 256))),
+    Figure("15", RESULTS, "perplexity at {} tokens and at 4× ({}): all global {} → {}, 5:1 local {} → {}, 5:1 local "
+                          "with learned sinks {} → {}", CAPTIONS15,
+           ("settings.context", lambda run: 4 * run["settings"]["context"], "models.modern.val_ppl",
+            "models.modern.val_ppl_4x", "models.local.val_ppl", "models.local.val_ppl_4x", "models.local_sinks.val_ppl",
+            "models.local_sinks.val_ppl_4x")),
+    Figure("15", RESULTS, "on the first position (uniform {}): all global {}, 5:1 local {}, with learned sinks {} "
+                          "while the sinks take {}", CAPTIONS15,
+           (_uniform_first, _first_mass("modern"), _first_mass("local"), _first_mass("local_sinks"),
+            _first_mass("local_sinks", "sink"))),
+    Figure("15", RESULTS, "**3:1 Gated DeltaNet hybrid {}** (at 4×: {}; {} parameters) against all global {}",
+           CAPTIONS15, ("models.gated_deltanet.val_ppl", "models.gated_deltanet.val_ppl_4x",
+                        "models.gated_deltanet.parameters", "models.modern.val_ppl")),
+    Figure("15", RESULTS, "Multi-query associative recall ({} layers, {} heads, a state of {} × {} per head, {} "
+                          "steps, {} to {} pairs)", RECALL15,
+           ("settings.num_layers", "settings.num_heads", _d_head, _d_head, "settings.steps", "settings.min_pairs",
+            "settings.max_pairs")),
+    *[Figure("15", RESULTS, f"{said} {{}} / {{}} / {{}} / {{}} / {{}}", RECALL15,
+             tuple(f"result.accuracy.{model}.{n}" for n in (2, 4, 8, 12, 16)))
+      for said, model in (("softmax", "softmax"), ("linear attention", "linear"), ("**DeltaNet", "deltanet"),
+                          ("Gated DeltaNet", "gated_deltanet"))],
+    Figure("15", RESULTS, "reference runs: the caption models {} min of training ({} min wall, {} min of CPU; load "
+                          "{} before)", CAPTIONS15,
+           ("train_seconds/60", "wall_seconds/60", "cpu_seconds/60", "machine.load_before.0")),
+    Figure("15", RESULTS, "recall models {} min of training ({} min wall, {} min of CPU; load {} before)", RECALL15,
+           ("train_seconds/60", "wall_seconds/60", "cpu_seconds/60", "machine.load_before.0")),
+    Figure("15", README, "training {} min on {} thread in float32 ({} min of CPU; the reference runs, on a 2-core "
+                         "machine shared with other jobs, load {} before)", CAPTIONS15,
+           (_open_models_training_minutes, "machine.threads", _open_models_cpu_minutes, "machine.load_before.0")),
+    Figure("16", RESULTS, "on caption requests (mean {} positions) a contiguous cache reserved for the context leaves "
+                          "**{} % of it unfilled**, a paged cache of blocks of 16 {} % (blocks of 8: {} %, 32: {} %)",
+           REF / "lesson16_serving.json", ("mean_length", "result.contiguous_waste*100", "result.paged_waste_16*100",
+                                           "waste.paged.8*100", "waste.paged.32*100")),
+    Figure("16", RESULTS, "a Poisson stream of {} caption requests at {}× what sequential decoding serves: "
+                          "**continuous batching {} tokens/s, {}× static batching ({}) and {}× sequential decoding "
+                          "({})**, with speculation {} ({}×", REF / "lesson16_serving.json",
+           ("settings.stream_requests", "settings.loads.5", "result.continuous_throughput",
+            "result.continuous_over_static", "result.static_throughput", "result.continuous_over_sequential",
+            "result.sequential_throughput", "result.continuous_speculative_throughput",
+            "result.speculative_over_continuous")),
+    Figure("16", RESULTS, "time to first token p50 / p99: sequential {} / {} s, static {} / {} s, **continuous {} / "
+                          "{} s**, with speculation {} / {} s; time per output token p50: sequential {} s, continuous "
+                          "{} s, with speculation {} s", REF / "lesson16_serving.json",
+           ("result.sequential_ttft_p50", "result.sequential_ttft_p99", "result.static_ttft_p50",
+            "result.static_ttft_p99", "result.continuous_ttft_p50", "result.continuous_ttft_p99",
+            "result.continuous_speculative_ttft_p50", "result.continuous_speculative_ttft_p99",
+            "result.sequential_tpot_p50", "result.continuous_tpot_p50", "result.continuous_speculative_tpot_p50")),
+    Figure("16", RESULTS, "static batching reserves {} MiB for {} requests, the paged engine held {} MiB for up to {};",
+           REF / "lesson16_serving.json", ("result.static_peak_bytes/1048576", "settings.static_batch",
+                                           "result.continuous_peak_bytes/1048576", "settings.max_running")),
+    Figure("16", RESULTS, "at best **{}× faster** (a 1-layer draft, k = {}, acceptance {} %)",
+           REF / "lesson16_serving.json",
+           ("result.best_speedup", "result.best_speedup_k", "result.best_speedup_acceptance*100")),
+    Figure("16", RESULTS, "with speculation {} ({}×: a batch of {} leaves speculation nothing to fill)",
+           REF / "lesson16_serving.json", ("result.continuous_speculative_throughput",
+                                           "result.speculative_over_continuous", "settings.max_running")),
+    Figure("16", RESULTS, "{}–{}× up to k = 4, {}–{}× at k = {} (acceptance {} % and {} %:",
+           REF / "lesson16_serving.json",
+           (lambda run: min(r["speedup"] for r in run["speculation"] if r["k"] <= 4),
+            lambda run: max(r["speedup"] for r in run["speculation"] if r["k"] <= 4),
+            lambda run: min(r["speedup"] for r in run["speculation"] if r["k"] == 8),
+            lambda run: max(r["speedup"] for r in run["speculation"] if r["k"] == 8), "settings.ks.5",
+            lambda run: 100 * min(r["acceptance"] for r in run["speculation"] if r["k"] == 8),
+            lambda run: 100 * max(r["acceptance"] for r in run["speculation"] if r["k"] == 8))),
+    Figure("16", RESULTS, "reference run: {} min wall, {} min CPU (load {} before)", REF / "lesson16_serving.json",
+           ("result.wall_seconds/60", "result.cpu_seconds/60", "machine.load_before.0")),
+    Figure("16", README, "measured on caption requests ({} % of it never filled)", REF / "lesson16_serving.json",
+           ("result.contiguous_waste*100",)),
 ]
 
 

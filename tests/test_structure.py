@@ -37,7 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "course_utils"
 MAX_LINES = 400
 # subpackage -> layer; else 0
-LAYERS = {"pipeline": 1, "translation": 2, "language_model": 2, "induction_heads": 2, "checks": 3}
+LAYERS = {"pipeline": 1, "translation": 2, "language_model": 2, "induction_heads": 2, "open_models": 2,
+          "checks": 3}
 OUTSIDE = {"tests", "tools", "benchmarks", "diagrams", "notebooks", "solutions"}
 
 

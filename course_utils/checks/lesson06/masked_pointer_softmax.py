@@ -70,6 +70,11 @@ M = Mistakes(
             shows=_filled(-30.0, guard=True)),
     Mistake("nan_row", "a row where every position is masked gives NaN: such a row gets zeros", hint=_GUARD,
             shows=_filled(float("-inf"))),
+    Mistake("guard_axis", "a row where every position is masked still gives NaN at some positions: the guard that "
+            "finds such rows looks along the wrong axis; a row is fully masked when none of ITS positions (the last "
+            "axis) may be chosen", hint="mask.any(-1, keepdim=True)",
+            shows=lambda scores, mask: torch.softmax(scores.masked_fill(~mask, float("-inf")), -1).masked_fill(
+                ~mask.any(0, keepdim=True), 0.0)),
     Mistake("uniform_row", "a row where every position is masked gives equal weights (a large negative fill such as "
             "-1e9 leaves a uniform softmax there): such a row gets zeros", hint=_GUARD, shows=_filled(-1e9)),
     Mistake("unstable", "with large scores (every score moved by {shift:+g}) your weights come out wrong (NaN, inf or "
@@ -134,7 +139,7 @@ def masked_pointer_softmax(ev: Evaluation, answer):
     scores, mask = randn(ev.rng(619), 2, 4), torch.tensor([[True, False, True, False], [False] * 4])
     ev.expect_close(ev.call(answer, scores, mask), ref.masked_softmax(scores, mask),
                     "masked_pointer_softmax with a fully masked row",
-                    mistakes=M.variants(("nan_row", "uniform_row"), scores, mask))
+                    mistakes=M.variants(("nan_row", "uniform_row", "guard_axis"), scores, mask))
     # a softmax does not change when every score moves by the same amount: large scores must not overflow
     for seed, shift in enumerate((200.0, -200.0)):
         g = ev.rng(615 + seed)
