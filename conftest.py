@@ -110,8 +110,25 @@ def _group(path):
     return path
 
 
+def _scope(nodeid):
+    """The worker group of one test: its file's group (_group), except in the two files whose tests stand alone
+    and together take a third of the test command: each learner notebook is a group of its own, and each
+    exercise's tests in tests/test_exercises.py (a file kept whole on one worker was the command's tail)."""
+    path, _, rest = nodeid.partition("::")
+    if path == "tests/test_notebooks.py" and rest.startswith("test_learner_notebook_runs"):
+        return nodeid
+    if path == "tests/test_exercises.py" and "[" in rest:
+        return path + "::" + "-".join(rest.split("[", 1)[1].split("-")[:2])
+    return _group(path)
+
+
 def _item_group(item):
-    return _group(item.nodeid.split("::", 1)[0])
+    return _scope(item.nodeid)
+
+
+def _weight(group):
+    """About a group's minutes on 2 busy cores: the heaviest start first (the learner notebooks next)."""
+    return _HEAVY.get(group, 4 if "test_learner_notebook_runs" in group else 0)
 
 
 @pytest.hookimpl(optionalhook=True)     # pytest-xdist's hook: how the tests are dealt to the workers
@@ -122,14 +139,14 @@ def pytest_xdist_make_scheduler(config, log):
         """Whole groups (see _group) to one worker each, in the order of the collection."""
 
         def _split_scope(self, nodeid):
-            return _group(nodeid.split("::", 1)[0])
+            return _scope(nodeid)
 
     config.option.loadscopereorder = False
     return ByGroup(config, log)
 
 
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda item: -_HEAVY.get(_item_group(item), 0))      # stable: the rest keep their order
+    items.sort(key=lambda item: -_weight(_item_group(item)))      # stable: the rest keep their order
     if os.environ.get("RUN_SLOW") == "1":
         return
     skip = pytest.mark.skip(reason="slow: set RUN_SLOW=1 to run")

@@ -1,5 +1,9 @@
 """Every benchmark runs, at tiny sizes (`--tiny`: seconds), so that none can rot unnoticed.
 
+The default run takes the quick ones; the three that load Multi30k, train a tokenizer and time lesson 10's training
+set-ups (15 s each on a quiet 2-core machine) run with the exhaustive tests (RUN_SLOW=1); lesson 10's training path
+they exercise is run by the default tests of lesson 10 and the pipeline.
+
 The benchmarks measure; these tests only check that each script still runs to its end on the course's
 current code and prints its results. `benchmarks/generate.py` and `benchmarks/attention_memory.py`
 (lessons 12 and 13) are covered as soon as they exist.
@@ -14,6 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
 NEEDS_MULTI30K = {"cpu_settings.py", "decode.py", "gpu_estimate.py", "train_profile.py"}   # real sentences
+EXHAUSTIVE = {"cpu_settings.py", "gpu_estimate.py", "train_profile.py"}                 # RUN_SLOW=1
 KNOWN = ("amp_step.py", "cpu_settings.py", "decode.py", "gpu_estimate.py", "train_profile.py",
          "transformer_step.py", "generate.py", "attention_memory.py")
 
@@ -23,6 +28,7 @@ def scripts():
     params = []
     for name in sorted(set(found) | set(KNOWN)):
         marks = [pytest.mark.multi30k] if name in NEEDS_MULTI30K else []
+        marks += [pytest.mark.slow] if name in EXHAUSTIVE else []
         if name not in found:
             marks.append(pytest.mark.skip(reason=f"benchmarks/{name} does not exist yet"))
         params.append(pytest.param(name, marks=marks, id=name))

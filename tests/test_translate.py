@@ -150,6 +150,7 @@ def cli(out, *extra):
             "--no-progress", "--checkpoint-minutes", "0", *extra]
 
 
+@pytest.mark.slow          # the default run kills and resumes lesson 12's run of the same pipeline (test_pipeline.py)
 @pytest.mark.multi30k
 def test_killed_mid_epoch_resumes_to_the_weights_of_an_uninterrupted_run(tmp_path):
     env = dict(os.environ, OMP_NUM_THREADS="1")

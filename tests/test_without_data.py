@@ -80,7 +80,8 @@ SHOWN = {
 }
 
 
-@pytest.mark.parametrize("lesson", list(SHOWN))
+@pytest.mark.parametrize("lesson", [pytest.param(name, marks=[pytest.mark.slow] if name.startswith("14") else [])
+                                    for name in SHOWN])        # lesson 14's: with the exhaustive tests (RUN_SLOW=1)
 def test_lessons_12_and_14_run_to_the_end_without_multi30k(lesson, tmp_path, monkeypatch):
     exercises, shown = SHOWN[lesson]
     code = _run_all_without_data(ROOT / "notebooks" / f"{lesson}.ipynb", tmp_path, monkeypatch)
