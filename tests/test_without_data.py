@@ -1,5 +1,5 @@
-"""What a newcomer without Multi30k meets: Run All of lessons 10, 12 and 14, offline, with COURSE_DATA_DIR pointing
-to an empty folder, reaches the last cell. The first cell that needs the data says once, on one line, what is
+"""What a newcomer without Multi30k meets: Run All of lessons 10, 12, 14, 15 and 16, offline, with COURSE_DATA_DIR
+pointing to an empty folder, reaches the last cell. The first cell that needs the data says once, on one line, what is
 missing (all six files) and where to read how to provide them (docs/data.md); no cell fails; every open exercise's
 check runs (its "not implemented yet" notice); the sections that would show this notebook's run show the course's
 reference run (lesson 10: curves, translations, attention maps, the report; lesson 12: the GPT's learning curve, the
@@ -105,4 +105,19 @@ def test_lessons_12_and_14_run_to_the_end_without_multi30k(lesson, tmp_path, mon
     assert checks == exercises and sum(t.count("not implemented yet") for t in map(_text, code)) == exercises, \
         "every open exercise's check runs without the data and prints its notice"
     assert not any("✔" in t or "✘" in t for t in map(_text, code)), "a check passed or failed on a stub"
+    assert not os.listdir(tmp_path / "data"), "the empty copy was written to"
+
+
+@pytest.mark.parametrize("lesson", ["15_open_models", "16_serving"])
+def test_lessons_15_and_16_run_to_the_end_without_multi30k(lesson, tmp_path, monkeypatch):
+    """Lesson 15 trains no caption model and shows the reference runs; lesson 16 serves a GPT with random weights
+    and shows the reference figures: said once, on one line; every open exercise's check runs."""
+    code = _run_all_without_data(ROOT / "notebooks" / f"{lesson}.ipynb", tmp_path, monkeypatch)
+    assert code[-1].get("execution_count"), "Run All did not reach the last cell"
+    assert not [o for c in code for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    said = [line for t in map(_text, code) for line in t.splitlines() if "Multi30k is not available" in line]
+    assert len(said) == 1, f"the missing data is said {len(said)} times, not once: {said}"
+    assert "docs/data.md" in said[0] and "COURSE_DATA_DIR" in said[0] and "reference" in said[0], said[0]
+    checks = sum(len(re.findall(r"^check\.\w+\(", c.source, re.M)) for c in code)
+    assert sum(t.count("not implemented yet") for t in map(_text, code)) == checks > 0
     assert not os.listdir(tmp_path / "data"), "the empty copy was written to"
