@@ -370,7 +370,7 @@ FIGURES = [
     Figure("15", RESULTS, "recall models {} min of training ({} min wall, {} min of CPU; load {} before)", RECALL15,
            ("train_seconds/60", "wall_seconds/60", "cpu_seconds/60", "machine.load_before.0")),
     Figure("15", README, "training {} min on {} thread in float32 ({} min of CPU; the reference runs, on a 2-core "
-                         "machine shared with other jobs, load {} before)", CAPTIONS15,
+                         "machine, load {} before)", CAPTIONS15,
            (_open_models_training_minutes, "machine.threads", _open_models_cpu_minutes, "machine.load_before.0")),
     Figure("16", RESULTS, "on caption requests (mean {} positions) a contiguous cache reserved for the context leaves "
                           "**{} % of it unfilled**, a paged cache of blocks of 16 {} % (blocks of 8: {} %, 32: {} %)",
