@@ -13,7 +13,7 @@ feed-forward network, a bias on every linear map, the output layer tied to the e
 OLMo 2, DeepSeek-V3 and gpt-oss all changed the same parts:
 - RMSNorm: divide by the root mean square only; cheaper, and as good;
 - SwiGLU: the hidden layer is a product of two projections, one through SiLU (a gate); 3 matrices instead of 2,
-  so d_ff shrinks by 2/3 for the same parameters (Llama: 8/3 d_model);
+  so d_ff shrinks to 2/3 of 4 d_model for the same parameters (Llama: 8/3 d_model);
 - no biases in the linear maps (Qwen3's report: "we remove QKV-bias used in Qwen2");
 - QK-norm: an RMSNorm on each head's queries and keys before the scores (Henry et al. 2020; Dehghani et al. 2023
   for ViT-22B's stability; Qwen3, OLMo 2, Gemma 3, where it replaced Gemma 2's soft-capping): the largest

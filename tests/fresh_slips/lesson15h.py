@@ -238,6 +238,12 @@ def ws_logsumexp(q, k, v, sink, mask=None):
     return w @ v, w
 
 
+def ws_sink_fixed_at_zero(q, k, v, sink, mask=None):
+    s = _scores(q, k, mask)
+    w = torch.cat([s, torch.zeros_like(s[..., :1])], -1).softmax(-1)[..., :-1]   # slip: a sink logit of 0, `sink` unused
+    return w @ v, w
+
+
 # ================================================================================================
 # Exercise 4: ring_buffer (ring_buffer_append)
 # ================================================================================================
@@ -371,6 +377,14 @@ def dr_loops(S, q, k, v, beta, alpha=None):
     return o, S_new
 
 
+def dr_outer_k_v(S, q, k, v, beta, alpha=None):
+    if alpha is not None:
+        S = alpha[..., None, None] * S
+    old = (S @ k.unsqueeze(-1)).squeeze(-1)
+    S = S + _outer(k, beta.unsqueeze(-1) * (v - old))                     # slip: k vᵀ, (d_k, d_v), not v kᵀ
+    return (S @ q.unsqueeze(-1)).squeeze(-1), S
+
+
 # ================================================================================================
 # Exercise 6: delta_rule_chunked
 # ================================================================================================
@@ -445,6 +459,18 @@ def dc_inverse(q, k, v, beta, chunk_size):
     return torch.cat(outs, dim=2), S
 
 
+def dc_eye_of_chunk_size(q, k, v, beta, chunk_size):
+    B, h, T, d_k = k.shape
+    S, outs = torch.zeros(B, h, v.shape[-1], d_k), []
+    for s in range(0, T, chunk_size):
+        Q, K, V, b = (x[:, :, s:s + chunk_size] for x in (q, k, v, beta))
+        A = torch.eye(chunk_size) + (b.unsqueeze(-1) * (K @ K.mT)).tril(-1)   # slip: eye(C) for the shorter last chunk
+        U = torch.linalg.solve_triangular(A, b.unsqueeze(-1) * (V - K @ S.mT), upper=False)
+        outs.append(Q @ S.mT + (Q @ K.mT).tril() @ U)
+        S = S + U.mT @ K
+    return torch.cat(outs, dim=2), S
+
+
 # ================================================================================================
 SLIPS = [
     ("latent_attention", "Copy-paste: the values from W_uk too.", la_values_from_uk),
@@ -468,6 +494,8 @@ SLIPS = [
     ("attention_with_sink", "The sink's column divided by sqrt(d) with the scores.", ws_sink_scaled),
     ("attention_with_sink", "Weights renormalised to sum to 1 after dropping the sink.", ws_renormalised),
     ("attention_with_sink", "Sink prepended but the last column dropped.", ws_sink_prepended_wrong_drop),
+    ("attention_with_sink", "A sink logit of 0 in every head (the off-by-one softmax): `sink` unused.",
+     ws_sink_fixed_at_zero),
 
     ("ring_buffer", "Slot (position - 1) % W.", rb_previous_slot),
     ("ring_buffer", "W read from the last axis (d).", rb_feature_size_as_window),
@@ -482,6 +510,7 @@ SLIPS = [
     ("delta_rule_step", "The output read from the state before the write.", dr_output_from_old_state),
     ("delta_rule_step", "The erase term without beta.", dr_erase_without_beta),
     ("delta_rule_step", "alpha ignored.", dr_alpha_ignored),
+    ("delta_rule_step", "The write as the outer product k vᵀ instead of v kᵀ.", dr_outer_k_v),
 
     ("delta_rule_chunked", "Strict mask inside the chunk (tril(-1)).", dc_strict_mask),
     ("delta_rule_chunked", "No intra-chunk part.", dc_no_intra),
@@ -489,6 +518,8 @@ SLIPS = [
     ("delta_rule_chunked", "tril(0) in the triangular system.", dc_diagonal_in_a),
     ("delta_rule_chunked", "The shorter last chunk skipped.", dc_whole_chunks_only),
     ("delta_rule_chunked", "Q Kᵀ of the whole sequence computed once and cut into chunks.", dc_scores_once),
+    ("delta_rule_chunked", "torch.eye(chunk_size) for every chunk, the shorter last one too.",
+     dc_eye_of_chunk_size),
 ]
 
 CORRECT = [

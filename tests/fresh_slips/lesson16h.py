@@ -18,7 +18,7 @@ Every answer is what a learner would hand to the lesson's check:
                       [(id, start, end)]: running from `cached`, admitted from 0
   speculative_accept  a function speculative_accept(p (k+1, V), q (k, V), draft (k,), u (k,)) -> (accepted, dist):
                       accept x_i while u_i < min(1, p_i(x_i) / q_i(x_i)); the residual norm(max(0, p_i - q_i)) at
-                      the first rejection, p_k when every draft is accepted
+                      the first rejection, p_(k+1) (the last row of p) when every draft is accepted
 
 SLIPS holds answers with exactly one typical mistake each (marked `# slip:`), CORRECT holds right answers
 written differently from the reference solution.
@@ -279,6 +279,34 @@ def as_slot_is_position(table, length, block_size, refs, free):
     return table, length, refs, free, copy   # slip: the logical position returned as the slot
 
 
+def as_shared_tested_before_empty(table, length, block_size, refs, free):
+    copy = None
+    if refs[table[-1]] > 1 and length % block_size:   # slip: reads the last block before testing there is one
+        new = free.pop()
+        refs[new] = 1
+        copy = (table[-1], new)
+        refs[table[-1]] -= 1
+        table[-1] = new
+    elif length % block_size == 0:
+        table.append(free.pop())
+        refs[table[-1]] = 1
+    return table, table[length // block_size] * block_size + length % block_size, refs, free, copy
+
+
+def as_offset_without_modulo(table, length, block_size, refs, free):
+    copy = None
+    if length % block_size == 0:
+        table.append(free.pop())
+        refs[table[-1]] = 1
+    elif refs[table[-1]] > 1:
+        new = free.pop()
+        refs[new] = 1
+        copy = (table[-1], new)
+        refs[table[-1]] -= 1
+        table[-1] = new
+    return table, table[-1] * block_size + length, refs, free, copy   # slip: the offset is length, not length % B
+
+
 def as_last_block_and_first_free(table, length, block_size, refs, free):
     table, refs, free = list(table), refs.clone(), list(free)
     copy = None
@@ -378,6 +406,26 @@ def sc_floor_blocks(running, waiting, free_blocks, block_size, max_running):
     return _plan(running, waiting, free_blocks, block_size, max_running, need=lambda s, bs: s.length // bs)
 
 
+def sc_counts_finished_toward_max(running, waiting, free_blocks, block_size, max_running):
+    retired = [s.id for s in running if s.finished]
+    free = free_blocks + sum(s.blocks for s in running if s.finished)
+    keep = [s for s in running if not s.finished]
+    preempted = []
+    while sum(max(0, _need(s, block_size) - s.blocks) for s in keep) > free:
+        victim = keep.pop()
+        free += victim.blocks
+        preempted.append(victim.id)
+    free -= sum(max(0, _need(s, block_size) - s.blocks) for s in keep)
+    admitted = []
+    for s in ([] if preempted else waiting):
+        if len(running) + len(admitted) >= max_running or _need(s, block_size) > free:   # slip: len(running)
+            break
+        admitted.append(s)
+        free -= _need(s, block_size)
+    batch = [(s.id, s.cached, s.length) for s in keep] + [(s.id, 0, s.length) for s in admitted]
+    return retired, preempted, [s.id for s in admitted], batch
+
+
 def sc_one_pass_with_counters(running, waiting, free_blocks, block_size, max_running):
     alive = [s for s in running if not s.finished]
     free = free_blocks + sum(s.blocks for s in running) - sum(s.blocks for s in alive)
@@ -464,6 +512,11 @@ def sp_no_stop(p, q, draft, u):
     return _rule(p, q, draft, u, go_on=True)
 
 
+def sp_ratio_next_row(p, q, draft, u):
+    # slip: the target's probability read from row i + 1 of p (its shape is (k+1, V))
+    return _rule(p, q, draft, u, ratio=lambda p, q, i, x: p[i + 1, x] / q[i, x])
+
+
 def sp_without_min(p, q, draft, u):
     k = len(draft)
     for i in range(k):
@@ -507,6 +560,8 @@ SLIPS = [
     ("append_slot", "The new block's count never set to 1.", as_count_not_set),
     ("append_slot", "free[-1] read without popping it.", as_peeks_free),
     ("append_slot", "The logical position returned as the slot.", as_slot_is_position),
+    ("append_slot", "The shared test reads table[-1] before the empty case.", as_shared_tested_before_empty),
+    ("append_slot", "The slot's offset is length, not length % B.", as_offset_without_modulo),
 
     ("schedule", "Finished requests stay in the batch.", sc_finished_stay),
     ("schedule", "Running requests fed from position 0.", sc_batch_from_zero),
@@ -515,6 +570,7 @@ SLIPS = [
     ("schedule", "Skips a waiting request that does not fit and admits the next.", sc_skips_what_does_not_fit),
     ("schedule", "The retired requests' blocks not counted as free.", sc_retired_blocks_not_freed),
     ("schedule", "Blocks needed as length // block_size.", sc_floor_blocks),
+    ("schedule", "Finished requests counted toward max_running (len(running)).", sc_counts_finished_toward_max),
 
     ("speculative_accept", "Draft's probability on both sides of the ratio.", sp_draft_on_both_sides),
     ("speculative_accept", "Ratio q / p.", sp_ratio_upside_down),
@@ -525,6 +581,7 @@ SLIPS = [
     ("speculative_accept", "No bonus distribution when every draft is accepted.", sp_bonus_forgotten),
     ("speculative_accept", "The rejected draft kept among the accepted.", sp_rejected_kept),
     ("speculative_accept", "The loop goes on after a rejection.", sp_no_stop),
+    ("speculative_accept", "The ratio reads p[i + 1] instead of p[i].", sp_ratio_next_row),
 ]
 
 CORRECT = [

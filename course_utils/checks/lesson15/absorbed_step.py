@@ -63,8 +63,8 @@ M = Mistakes(
             "values for all {t} cached positions (B x t x d_h): the absorbed step never builds keys or values from "
             "the cached latents, for all heads or one at a time. That is what MLA's cache saves: fold W_UK into the "
             "query (q^C W_UK, d_c wide per head) and W_UV into W_O, and attend over the latents themselves",
-            hint="q_lat = torch.einsum('bhqd,hdc->bhqc', q_c, W_uk); scores = q_lat @ c[:, None].transpose(-2, -1) "
-            "+ ...; the output from weights @ c[:, None] and W_O W_UV",
+            hint="q_lat = torch.einsum('bhqd,hdc->bhqc', q_c, W_uk); scores = q_lat @ cache_c[:, None].transpose(-2, "
+            "-1) + ...; the output from weights @ cache_c[:, None] and W_O W_UV",
             shows=ref.unabsorbed_step),
     Mistake("keys_built_per_head", "the step rebuilds each head's keys or values from the cached latents, one head "
             "at a time: a tensor of shape {shape}, one head's keys of all {t} positions (B x t x d_h). Absorbed, no "

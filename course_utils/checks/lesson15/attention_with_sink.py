@@ -35,6 +35,8 @@ def wrong(kind):
         col = sink.view(1, -1, 1, 1).expand(*s.shape[:-1], 1)
         if kind == "no_sink":
             w = torch.cat([s, torch.full_like(col, -math.inf)], -1).softmax(-1)[..., :-1]
+        elif kind == "sink_zero":                     # a sink logit of 0 in every head: `sink` ignored
+            w = torch.cat([s, torch.zeros_like(col)], -1).softmax(-1)[..., :-1]
         elif kind == "sink_in_numerator":             # exp(e + s) / (exp(s) + sum exp(e))
             w = (s + col).exp() / (col.exp() + s.exp().sum(-1, keepdim=True))
         elif kind == "sink_not_exp":                  # sum exp(e) + s
@@ -72,6 +74,10 @@ M = Mistakes(
             "softmax, and renormalising the weights after it gives the sink's share back)",
             hint="softmax over torch.cat([scores, sink column], -1), then drop the sink's column",
             shows=wrong("no_sink")),
+    Mistake("sink_zero", "the weights are those of a sink logit of 0 in every head, not of the logits in `sink` "
+            "(exp(0) = 1 joins each denominator, the 'off-by-one' softmax): head h's denominator adds exp(s_h), "
+            "s_h = sink[h], a logit learned per head", hint="the sink's column is sink.view(1, -1, 1, 1) expanded "
+            "to the scores' rows: sink.view(1, -1, 1, 1).expand(*scores.shape[:-1], 1)", shows=wrong("sink_zero")),
     Mistake("sink_in_numerator", "the sink is in the numerators too (weights exp(e + s_h) / (exp(s_h) + Σ exp(e))): "
             "the sink logit joins the DENOMINATOR only", shows=wrong("sink_in_numerator")),
     Mistake("sink_not_exp", "the denominator adds the sink logit s_h itself: it adds exp(s_h), as one more "
@@ -95,8 +101,8 @@ M = Mistakes(
             "AND the sink before exp (softmax does it for you over the scores and the sink together)",
             shows=wrong("overflow")),
 )
-VALUE_KEYS = ["sums_to_one", "sink_in_numerator", "sink_not_exp", "sink_negated", "drop_first", "sink_kept",
-              "no_scale", "sink_scaled", "mask_inverted", "mask_after", "overflow"]
+VALUE_KEYS = ["sums_to_one", "sink_zero", "sink_in_numerator", "sink_not_exp", "sink_negated", "drop_first",
+              "sink_kept", "no_scale", "sink_scaled", "mask_inverted", "mask_after", "overflow"]
 
 
 def _same(a, b):

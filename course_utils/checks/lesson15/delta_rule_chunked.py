@@ -52,6 +52,19 @@ def wrong(kind):
     return delta_rule_chunked
 
 
+def _eye_of_chunk_size(q, k, v, beta, chunk_size):
+    """torch.eye(chunk_size) in every chunk: the last, shorter chunk's (c, c) system meets an identity of C."""
+    B, h, T, d_k = k.shape
+    S, out = q.new_zeros(B, h, v.size(-1), d_k), []
+    for s in range(0, T, chunk_size):
+        Q, K, V, b = (x[:, :, s:s + chunk_size] for x in (q, k, v, beta))
+        A = torch.eye(chunk_size) + (b[..., None] * (K @ K.transpose(-2, -1))).tril(-1)
+        U = torch.linalg.solve_triangular(A, b[..., None] * (V - K @ S.transpose(-2, -1)), upper=False)
+        out.append(Q @ S.transpose(-2, -1) + (Q @ K.transpose(-2, -1)).tril() @ U)
+        S = S + U.transpose(-2, -1) @ K
+    return torch.cat(out, 2), S
+
+
 def _dropped_shape(B, h, T, C, d_v):
     return (B, h, T - T % C, d_v)
 
@@ -74,8 +87,9 @@ M = Mistakes(
     Mistake("beta_of_column", "the triangular system weighs row t by the β of the EARLIER token i: token t's write is "
             "β_t (v_t - S_(t-1) k_t), so row t of diag(β) K Kᵀ is scaled by β_t, the row's own",
             hint="b[..., :, None] * (K @ K.transpose(-2, -1))", shows=wrong("beta_of_column")),
-    Mistake("state_transposed", "the state between chunks becomes d_k x d_v (Kᵀ U): S maps keys to values, d_v x "
-            "d_k, so it is updated by Uᵀ K", shows=wrong("state_transposed")),
+    Mistake("state_transposed", "an axis of d_k = {d_k} entries meets one of d_v = {d_v} in the state between chunks: "
+            "S maps keys to values, (d_v, d_k), values along its rows and keys along its columns, so what a chunk "
+            "adds to it is Uᵀ K (d_v x d_k)", shows=wrong("state_transposed")),
     Mistake("diagonal_in_A", "the triangular system counts each token's own key on its diagonal: the sum runs over "
             "i < t only, tril(diag(β) K Kᵀ, -1) has zeros on the diagonal", shows=wrong("diagonal_in_A")),
     Mistake("state_uncorrected", "the state between chunks is updated with β V instead of the chunk's writes U: "
@@ -84,6 +98,10 @@ M = Mistakes(
             "all that crosses the chunks)", shows=wrong("state_reset")),
     Mistake("last_chunk_dropped", "the last, shorter chunk is dropped ({got} positions out, T = {T}): when T is not "
             "a multiple of C the last chunk has T mod C positions", shows=wrong("last_chunk_dropped")),
+    Mistake("short_last_chunk", "an axis of chunk_size = {C} entries meets one of {c}, the last chunk's length "
+            "(T = {T}): when T is not a multiple of chunk_size the last chunk is shorter, and its matrices are (c, "
+            "c), c its own length ({c} here), not chunk_size",
+            hint="n = K.size(2) (the chunk's own length); torch.eye(n), masks of (n, n)", shows=_eye_of_chunk_size),
     Mistake("whole_sequence", "the answer builds a tensor of shape {shape}, as large as T x T (T = {T}): that is the "
             "parallel form over the whole sequence. The chunked form keeps C x C blocks inside a chunk and only "
             "the d_v x d_k state between chunks", shows=wrong("whole_sequence")),
@@ -128,8 +146,11 @@ def delta_rule_chunked(ev: Evaluation, answer):
     for seed, (B, h, T, d_k, d_v, C) in enumerate([(2, 3, 12, 5, 4, 4), (1, 2, 22, 4, 3, 8)]):
         q, k, v, beta = _inputs(ev, seed, B, h, T, d_k, d_v)
         expected = delta_rule_recurrent(q, k, v, beta)
-        crashes = [(BROADCAST, lambda m, sizes={d_k, d_v}: M.state_transposed
-                    if {int(m["a"]), int(m["b"])} == sizes else None)]
+        crashes = [(BROADCAST, lambda m, d_k=d_k, d_v=d_v: M.state_transposed.at(d_k=d_k, d_v=d_v)
+                    if {int(m["a"]), int(m["b"])} == {d_k, d_v} else None)]
+        if T % C and not {C, T % C} & {B, h, d_k, d_v}:        # only there do the sizes single the last chunk out
+            crashes.append((BROADCAST, lambda m, C=C, c=T % C, T=T: M.short_last_chunk.at(C=C, c=c, T=T)
+                            if {int(m["a"]), int(m["b"])} == {C, c} else None))
         o, S = expect_returns(call_naming(ev, crashes, answer, q, k, v, beta, C), expected, ("o", "S"))
         got = tuple(getattr(o, "shape", ()))
         expect(got != _dropped_shape(B, h, T, C, d_v) or T % C == 0, M.last_chunk_dropped.at(got=got[2:3], T=T))

@@ -58,6 +58,15 @@ def _transposed(S, q, k, v, beta, alpha=None):
     return (St.transpose(-2, -1) @ q[..., None])[..., 0], St
 
 
+def _outer_k_v(S, q, k, v, beta, alpha=None):
+    """The update written k (v - S k)ᵀ, (d_k, d_v), added to the (d_v, d_k) state: torch cannot line them up."""
+    if alpha is not None:
+        S = alpha[..., None, None] * S
+    err = v - (S @ k[..., None])[..., 0]
+    S = S + k[..., :, None] * (beta[..., None] * err)[..., None, :]
+    return (S @ q[..., None])[..., 0], S
+
+
 def _gate_without_axes(S, q, k, v, beta, alpha=None):
     """beta and alpha (B, h) multiplied as they are: they line up with the state's last axes, not with (B, h)."""
     old = (S @ k[..., None])[..., 0]
@@ -86,6 +95,11 @@ M = Mistakes(
             shows=wrong("erase_sign")),
     Mistake("read_before_update", "the output reads the state BEFORE this token's update: o = S_new q, so that "
             "the token sees what it has just written", shows=wrong("read_before_update")),
+    Mistake("state_axes", "an axis of d_k = {d_k} entries meets one of d_v = {d_v}: the state S is (d_v, d_k), "
+            "values along its rows and keys along its columns, so an outer product added to it is v kᵀ (d_v x d_k, "
+            "not k vᵀ), and S k has d_v entries, like v",
+            hint="v[..., :, None] * k[..., None, :] is v kᵀ; (S @ k[..., None])[..., 0] is S k (B, h, d_v)",
+            shows=_outer_k_v),
     Mistake("state_transposed", "the state is returned as d_k x d_v, {shape}: S maps keys to values, (B, h, d_v, "
             "d_k), S_new = S + β (v - S k) kᵀ", shows=_transposed),
 )
@@ -129,7 +143,10 @@ def delta_rule_step(ev: Evaluation, answer):
     for seed, gated in ((0, False), (1, True), (2, True)):
         args = _inputs(ev, seed, gated=gated)
         expected = ref_step(*args)
-        crashes = [(BROADCAST, lambda m: M.gate_axes if {int(m["a"]), int(m["b"])} in _GATE_CRASH else None)]
+        d_k, d_v = args[2].size(-1), args[3].size(-1)
+        crashes = [(BROADCAST, lambda m: M.gate_axes if {int(m["a"]), int(m["b"])} in _GATE_CRASH else None),
+                   (BROADCAST, lambda m, d_k=d_k, d_v=d_v: M.state_axes.at(d_k=d_k, d_v=d_v)
+                    if {int(m["a"]), int(m["b"])} == {d_k, d_v} else None)]
         o, S = expect_returns(call_naming(ev, crashes, answer, *args), expected, ("o", "S_new"))
         shape = tuple(getattr(S, "shape", ()))
         expect(shape != (2, 3, 5, 4), M.state_transposed.at(shape=shape))

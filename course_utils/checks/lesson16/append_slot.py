@@ -25,7 +25,7 @@ import torch
 from ... import paged_cache as ref
 from ..core import Mistake, Mistakes, exercise, expect_returns, randn, single_threaded
 from ..errors import ExerciseError
-from ..evaluation import Evaluation, call_naming
+from ..evaluation import RAISED, Evaluation
 from ..mistakes import Said
 from .outcomes import expect_outcome
 
@@ -60,6 +60,10 @@ def _wrong(kind):
                     copy = copy[::-1]
         if kind == "logical":
             slot = length
+        elif kind == "unwrapped":                                # the offset not taken modulo the block size
+            slot = table[length // bs] * bs + length
+        elif kind == "offset_behind":                            # the offset one behind, inside the right block
+            slot = table[length // bs] * bs + (length - 1) % bs
         elif kind == "always_new":
             slot = table[-1] * bs + length % bs
         else:
@@ -74,6 +78,22 @@ def _copied(refs, free, block, take, release=True):
     if release:
         refs[:], free[:] = ref.release([block], refs, free)
     return new, (block, new)
+
+
+def _shared_tested_first(table, length, block_size, refs, free):
+    """append_slot that tests whether the last block is shared before whether there is one: it crashes on an empty
+    table (a learner's answer, kept as the mistake `empty_table` shows)."""
+    copy = None
+    if refs[table[-1]] > 1 and length % block_size:
+        new = free.pop()
+        refs[new] = 1
+        copy = (table[-1], new)
+        refs[table[-1]] -= 1
+        table[-1] = new
+    elif length % block_size == 0:
+        table.append(free.pop())
+        refs[table[-1]] = 1
+    return table, table[length // block_size] * block_size + length % block_size, refs, free, copy
 
 
 def _by_index(table, length, block_size, refs, free):
@@ -94,6 +114,12 @@ def _by_index(table, length, block_size, refs, free):
 
 
 M = Mistakes(
+    Mistake("slot_outside", "the slot {slot} is outside block table[{i}] = {block}, where position {length} goes: it "
+            "lies in block {other}{whose}, so writing there overwrites keys that are not position {length}'s. "
+            "Within a block the offset runs from 0 to block_size - 1 ({last} here): position {length} is at offset "
+            "{offset}, slot {right}", shows=_wrong("unwrapped")),
+    Mistake("slot", "the slot {slot} is not where the table puts position {length}: block table[{i}] = {block}, "
+            "offset {offset}, i.e. slot {right}", shows=_wrong("offset_behind")),
     Mistake("no_copy", "the slot is in block {block}, which {n} other sequence(s) also hold: writing there changes "
             "their keys. A shared block that is written must be copied first (copy-on-write): take a new block, "
             "return copy = (old, new), give up this sequence's hold on the old one, and write into the new one",
@@ -120,6 +146,9 @@ M = Mistakes(
     Mistake("never_new", "position {length} needs a new block: the last block is full, and the slot after it "
             "belongs to another block", hint="if length % block_size == 0: table.append(...)",
             shows=_wrong("never_new")),
+    Mistake("empty_table", "the sequence is empty (length {length}: its table lists no block) and reading its table "
+            "failed: there is no last block to test here; a sequence with no block takes a new one first",
+            hint="if not table or length % block_size == 0: take a new block", shows=_shared_tested_first),
     Mistake("still_free", "block {block} is in the table but still on the free list: the next sequence would be "
             "handed it too. Taking a block removes it from the free list", hint="block = free.pop()",
             shows=_wrong("still_free")),
@@ -221,10 +250,10 @@ def _probes(got, before, table0, length, others):
         for (t, n), keys in zip(others.values(), seen):
             if keys != _read(before, t, n):
                 block = slot // bs
-                if any(block in t for t, _ in others.values()):
+                if table0 and block == table0[-1] and block in table and int(before.refs[block]) > 1:
                     return M.no_copy.at(block=block, n=int(before.refs[block]) - 1)
-                return Said("others_changed", f"{list(others)[0]}'s keys changed: a block that other sequences hold "
-                                              "was overwritten")
+                return misplaced() or Said("others_changed", f"{list(others)[0]}'s keys changed: a block that other "
+                                                             "sequences hold was overwritten")
         return None
 
     def lost():
@@ -258,9 +287,15 @@ def _probes(got, before, table0, length, others):
 
     def misplaced():
         if len(table) > length // bs and slot != table[length // bs] * bs + length % bs:
-            return Said("slot", f"the slot {slot} is not where the table puts position {length}: block "
-                                f"table[{length // bs}] = {table[length // bs]}, offset {length % bs}, i.e. slot "
-                                f"{table[length // bs] * bs + length % bs}")
+            i, offset = length // bs, length % bs
+            right = table[i] * bs + offset
+            if slot // bs != table[i]:
+                holders = [name for name, (t, _) in others.items() if slot // bs in t]
+                whose = (f", which {holders[0]} holds" if holders else
+                         ", which this sequence's table does not list" if slot // bs not in table else "")
+                return M.slot_outside.at(slot=slot, i=i, block=table[i], length=length, other=slot // bs,
+                                         whose=whose, last=bs - 1, offset=offset, right=right)
+            return M.slot.at(slot=slot, length=length, i=i, block=table[i], offset=offset, right=right)
         return None
     return changed_others, lost, held_and_free, counts, too_many, misplaced
 
@@ -274,12 +309,33 @@ def _fields(before, table, length, bs):
             "old_zeroed": dict(block=last, n=int(before.refs[last]) - 1 if table else 0),
             "copies_private": dict(block=last), "copies_full": dict(block=last, length=length),
             "always_new": dict(length=length, room=bs - length % bs), "never_new": dict(length=length),
+            "empty_table": dict(length=length),
             "still_free": dict(block=new), "count_not_set": dict(block=new, count=0), "logical": dict(length=length)}
 
 
 def _none_empty(result):
     """`result` with None (no copy) as an empty tuple, which the comparisons of values can handle."""
     return tuple(() if x is None else x for x in result) if isinstance(result, (tuple, list)) else result
+
+
+def _called(ev, answer, table, length, bs, before):
+    """ev.call(answer, ...), a Python IndexError (a list read past its end) named where the pool singles its cause
+    out: an empty table (no block to read), or a full last block (the slot read from a block never added)."""
+    try:
+        return ev.call(answer, list(table), length, bs, before.refs.clone(), list(before.free))
+    except ExerciseError as error:
+        text = str(error)
+        if not text.startswith(RAISED) or "IndexError: list index out of range" not in text:
+            raise
+        if not table:
+            symptom = M.empty_table.at(length=length)
+        elif length % bs == 0:
+            symptom = M.never_new.at(length=length)
+        else:
+            raise
+        raised = text[len(RAISED):].partition("\n")[0]
+        raise ExerciseError(f"{symptom.says} (Python said: {raised[:200]})", key=symptom.key,
+                            hint=symptom.hint) from None
 
 
 def _run(fn, before, table, length, others):
@@ -299,8 +355,7 @@ def append_slot(ev: Evaluation, answer):
         before, table, others = _pool(ev.rng(seed), bs, length, shared)
         expected = ref.append_slot(list(table), length, bs, before.refs.clone(), list(before.free))
         want = _run(ref.append_slot, before, table, length, others)
-        result = call_naming(ev, [(r"list index out of range", M.never_new.at(length=length))], answer, list(table),
-                             length, bs, before.refs.clone(), list(before.free))
+        result = _called(ev, answer, table, length, bs, before)
         expect_returns(_none_empty(result), _none_empty(expected), NAMES)     # (None compares with nothing)
         result = tuple(result)
         cache, returns = _applied(before, result)

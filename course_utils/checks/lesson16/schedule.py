@@ -4,9 +4,10 @@
 
 running, waiting: lists of Seq(id, length, cached, blocks, finished) (admission order; queue order); returns ids
 retired, ids preempted (the newest first), ids admitted, and the batch [(id, start, end)]: feed positions
-start .. end-1. The check runs six states: finished requests whose blocks make room for a newcomer, a request
+start .. end-1. The check runs seven states: finished requests whose blocks make room for a newcomer, a request
 crossing into a new block, a step that must preempt, a full batch (max_running), a queue whose first request does
-not fit though a later one would, an empty engine filling up. It compares the plan with the course's; where no
+not fit though a later one would, an empty engine filling up, nothing to do, a finished request while max_running
+binds (its row is free for a newcomer). It compares the plan with the course's; where no
 registered mistake gives it, it names the property the plan breaks: a finished request kept, a running request
 fed other positions than cached .. length-1, more blocks than are free, an admission out of arrival order, more
 requests than max_running, a preemption that is not of the newest request.
@@ -39,7 +40,8 @@ def _wrong(kind):
         free -= sum(extra(s) for s in keep)
         admitted = []
         for s in ([] if preempted and kind != "admit_after_preempt" else waiting):
-            if (kind != "no_max" and len(keep) + len(admitted) >= max_running) or \
+            rows = len(running) if kind == "finished_counted" else len(keep)
+            if (kind != "no_max" and rows + len(admitted) >= max_running) or \
                     (kind != "no_block_check" and need(s) > free):
                 if kind == "skip_ahead":
                     continue
@@ -83,6 +85,10 @@ M = Mistakes(
             "back to the FRONT of the queue, so nobody overtakes it", shows=_wrong("admit_after_preempt")),
     Mistake("skip_ahead", "request {id} was admitted ahead of request {first}, which arrived first but did not fit: "
             "first come, first served; stop at the first request that does not fit", shows=_wrong("skip_ahead")),
+    Mistake("finished_counted", "request {id} was not admitted though max_running = {max} leaves it a row: the "
+            "finished request(s) {ids} were counted toward max_running, but they retire in this step and take no "
+            "row of the batch. The requests that count are the ones still running plus those admitted so far",
+            shows=_wrong("finished_counted")),
     Mistake("no_max", "{n} requests run in one batch, more than max_running = {max}", shows=_wrong("no_max")),
 )
 _BY_VALUES = [m.key for m in M]
@@ -104,6 +110,8 @@ def _cases():
         ([], [S(18, 10), S(19, 4), S(20, 6), S(21, 7)], 5, 4, 8),
         # nothing to do
         ([], [], 4, 4, 2),
+        # a finished request while max_running binds: its row goes to the first in the queue, the second waits
+        ([S(22, 5, 4, 2), S(23, 6, 6, 2, True)], [S(24, 2), S(25, 3)], 20, 4, 2),
     ]
 
 
@@ -135,7 +143,9 @@ def _fields(running, waiting, free, bs, max_running):
             "preempt_oldest": dict(id=live[0].id if live else -1),
             "admit_after_preempt": dict(id=waiting[0].id if waiting else -1),
             "skip_ahead": dict(id=left[1].id if len(left) > 1 else -1, first=big[0].id if big else -1),
-            "no_max": dict(n=len(live) + len(waiting), max=max_running)}, by
+            "no_max": dict(n=len(live) + len(waiting), max=max_running),
+            "finished_counted": dict(id=wanted[2][max(0, len(wanted[2]) - max(1, len(fin)))] if wanted[2] else -1,
+                                     max=max_running, ids=[s.id for s in fin])}, by
 
 
 def _probes(plan, running, waiting, free, bs, max_running):

@@ -4,23 +4,27 @@
 
 Accept draft token x_i when u_i < min(1, p_i(x_i) / q_i(x_i)), in order; at the first rejection stop, and the pass's
 last token is drawn from the residual norm(max(0, p_i - q_i)); with every draft accepted, from the bonus distribution
-p_k. The answer returns the accepted drafts and that distribution (the caller draws the token: everything is judged
-from what the answer returns, as the grader runs it in another process). The check compares both with the course's
-on seven passes: a rejection in the middle, at the first draft, none (the bonus), a draft whose target probability
-exceeds the draft's (the ratio above 1), temperature 0 (one-hot distributions: the rule keeps the drafts that are
-the target's greedy choice), a draft of one token, and a rejection at the last draft. The uniforms are drawn on the
-side of the ratio that the case needs, never near it. Where no registered mistake matches, it names what breaks: no
-distribution returned, a distribution with negative entries or that does not sum to 1, accepted tokens that are not
-a prefix of the drafts, or not the prefix the rule accepts.
+p_(k+1), the last row of p (the rows 0 .. k of p are p_1 .. p_(k+1)). The answer returns the accepted drafts and that
+distribution (the caller draws the token: everything is judged from what the answer returns, as the grader runs it in
+another process). The check compares both with the course's on seven passes: a rejection in the middle, at the first
+draft, none (the bonus), a draft whose target probability exceeds the draft's (the ratio above 1), temperature 0
+(one-hot distributions: the rule keeps the drafts that are the target's greedy choice), a draft of one token, and a
+rejection at the last draft. The uniforms are drawn on the side of the ratio that the case needs, never near it. A
+registered mistake is named only when its wrong answer gives the answer's outcome on EVERY pass (one pass can fit
+several causes by chance: a rejection at the first draft is what both a flipped comparison and a ratio read from the
+wrong row of p may give). Where no registered mistake matches, it names what breaks: no distribution returned, a
+distribution with negative entries or that does not sum to 1, accepted tokens that are not a prefix of the drafts, or
+not the prefix the rule accepts.
 """
 import numpy as np
 import torch
 
 from ... import speculative as ref
 from ..core import Mistake, Mistakes, exercise, expect_returns, single_threaded
+from ..errors import ExerciseError
 from ..evaluation import Evaluation
 from ..mistakes import Said
-from .outcomes import expect_outcome
+from .outcomes import expect_outcome, same
 
 
 def _wrong(kind):
@@ -28,7 +32,8 @@ def _wrong(kind):
     def speculative_accept(p, q, draft, u):
         accepted, k = [], len(draft)
         for i, x in enumerate(draft.tolist()):
-            ratio = {"draft_both": q[i, x] / q[i, x], "inverted": q[i, x] / p[i, x]}.get(kind, p[i, x] / q[i, x])
+            ratio = {"draft_both": q[i, x] / q[i, x], "inverted": q[i, x] / p[i, x],
+                     "ratio_row": p[i + 1, x] / q[i, x]}.get(kind, p[i, x] / q[i, x])
             accept = bool(u[i] >= ratio) if kind == "flipped" else bool(u[i] < min(1.0, float(ratio)))
             if kind == "argmax":
                 accept = x == int(p[i].argmax())
@@ -80,10 +85,15 @@ M = Mistakes(
     Mistake("residual_unclamped", "the distribution returned after a rejection has negative entries: the residual "
             "is the target's EXCESS over the draft, max(0, p_i - q_i), clamped at 0 before it is normalised",
             hint="torch.clamp(p[i] - q[i], min=0)", shows=_wrong("residual_unclamped")),
+    Mistake("ratio_row", "draft x_i was judged with the target's NEXT row, p[i + 1]: row i of p and row i of q are "
+            "both models' distributions for the same token x_i, so the ratio is p[i][x_i] / q[i][x_i]",
+            hint="p[i, x] / q[i, x]", shows=_wrong("ratio_row")),
     Mistake("no_bonus", "with every draft accepted no distribution was returned: the target's distribution after "
-            "the last draft, p_k, came with the same pass: the bonus token is drawn from it", shows=_wrong("no_bonus")),
-    Mistake("bonus_index", "the bonus distribution is the target's AT the last draft (row k - 1 of p): the bonus "
-            "token comes from p_k, the row after it", shows=_wrong("bonus_index")),
+            "the last draft, p_(k+1) (the last row of p), came with the same pass: the bonus token is drawn from it",
+            shows=_wrong("no_bonus")),
+    Mistake("bonus_index", "the bonus distribution is the target's AT the last draft, p_k (row k - 1 of p): the "
+            "bonus token comes from p_(k+1), the last row of p (row k), the one after it",
+            shows=_wrong("bonus_index")),
     Mistake("continues", "the pass goes on after a rejection: the drafts after a rejected one were drawn after a "
             "token that is not in the output, so they are dropped", shows=_wrong("continues")),
     Mistake("keeps_rejected", "the rejected draft token is among the accepted ones: a rejected token is replaced by "
@@ -208,25 +218,65 @@ def _probes(got, want, draft):
 @single_threaded
 def speculative_accept(ev: Evaluation, answer):
     """answer(p, q, draft, u) -> (accepted, dist)."""
-    tests = 0
+    passes = []                                     # (case, inputs, expected, the answer's result or its crash)
     for seed, case in enumerate(CASES):
         p, q, draft, u = _case(ev.rng(seed), **case)
         expected = ref.speculative_accept(p.clone(), q.clone(), draft.clone(), u.clone())
+        try:
+            result = ev.call(answer, p, q, draft, u)
+        except ExerciseError as error:              # told when its pass comes, after the passes before it
+            passes.append((case, (p, q, draft, u), expected, error))
+            break
+        passes.append((case, (p, q, draft, u), expected, result))
+    outcomes = [_variants(inputs) for _, inputs, _, _ in passes]
+    answered = []
+    for _, _, _, result in passes:
+        try:
+            answered.append(None if isinstance(result, ExerciseError) else _outcome(result))
+        except Exception:  # noqa: BLE001 - a return the pass itself will name
+            answered.append(None)
+    tests = 0
+    for n, (case, (_, _, draft, _), expected, result) in enumerate(passes):
+        if isinstance(result, ExerciseError):
+            raise result
         want = _outcome(expected)
-        got = _outcome(expect_returns(ev.call(answer, p, q, draft, u), expected, ("accepted", "dist")))
-        variants = {}
-        for m in M:
-            try:
-                outcome = _run(m.shows, p, q, draft, u)
-            except Exception:  # noqa: BLE001 - a mistake that cannot happen on this case
-                continue
-            variants[m.at(total=sum(outcome[1]) if outcome[1] else 0.0)] = outcome
+        got = _outcome(expect_returns(result, expected, ("accepted", "dist")))
+        variants = {said: outcome for said, outcome in outcomes[n].items()
+                    if _fits_every_pass(said.key, outcomes, answered)}
         what = (f"the pass with k = {case['k']} drafts" + (" at temperature 0" if case.get("greedy") else "")
                 + (f", draft {case['reject_at']} rejected" if case.get("reject_at") is not None else ", all accepted"))
         expect_outcome(got, want, what, variants, probes=_probes(got, want, draft),
                        shown=lambda o: f"accepted {o[0]}, then a draw from {_shown(o[1])}")
         tests += 1
     return tests
+
+
+def _variants(inputs):
+    """{each registered mistake, its words filled in: what its wrong answer gives on these inputs}."""
+    variants = {}
+    for m in M:
+        try:
+            outcome = _run(m.shows, *inputs)
+        except Exception:  # noqa: BLE001 - a mistake that cannot happen on this case
+            continue
+        variants[m.at(total=sum(outcome[1]) if outcome[1] else 0.0)] = outcome
+    return variants
+
+
+def _fits_every_pass(key, outcomes, answered):
+    """The mistake `key` gives the answer's outcome on every pass where both are known: only then is it named."""
+    for variants, got in zip(outcomes, answered):
+        mine = [outcome for said, outcome in variants.items() if said.key == key]
+        if got is not None and mine and not same(_nan_named(got), _nan_named(mine[0])):
+            return False
+    return True
+
+
+def _nan_named(x):
+    """An outcome with NaN written "nan", so that two 0/0 residuals compare equal."""
+    if isinstance(x, (list, tuple)):
+        return [_nan_named(y) for y in x]
+    return "nan" if isinstance(x, float) and x != x else x
 
 
 def _shown(dist):
