@@ -492,6 +492,11 @@ def sp_residual_not_clamped(p, q, draft, u):
     return _rule(p, q, draft, u, residual=lambda p, q, i: (p[i] - q[i]) / (p[i] - q[i]).abs().sum())
 
 
+def sp_residual_softmax(p, q, draft, u):
+    # slip: max(0, p - q) normalised with a softmax instead of its sum
+    return _rule(p, q, draft, u, residual=lambda p, q, i: torch.softmax(torch.clamp(p[i] - q[i], min=0), -1))
+
+
 def sp_bonus_last_draft_row(p, q, draft, u):
     # slip: the bonus from p[k - 1], the row at the last draft, not the row after it
     return _rule(p, q, draft, u, bonus=lambda p, k: p[k - 1])
@@ -582,6 +587,7 @@ SLIPS = [
     ("speculative_accept", "The rejected draft kept among the accepted.", sp_rejected_kept),
     ("speculative_accept", "The loop goes on after a rejection.", sp_no_stop),
     ("speculative_accept", "The ratio reads p[i + 1] instead of p[i].", sp_ratio_next_row),
+    ("speculative_accept", "Residual normalised with a softmax.", sp_residual_softmax),
 ]
 
 CORRECT = [

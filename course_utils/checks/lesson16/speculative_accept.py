@@ -46,6 +46,7 @@ def _wrong(kind):
                 continue
             residual = torch.clamp({"residual_reversed": q[i] - p[i]}.get(kind, p[i] - q[i]), min=0.0)
             return accepted, {"target": p[i], "residual_unnormalised": residual,
+                              "residual_softmax": residual.softmax(-1),
                               "residual_unclamped": p[i] - q[i]}.get(kind, residual / residual.sum())
         if kind == "no_bonus":
             return accepted, None
@@ -79,6 +80,10 @@ M = Mistakes(
     Mistake("residual_reversed", "after a rejection the distribution returned is norm(max(0, q_i - p_i)): the "
             "residual is what the TARGET has in excess of the draft, max(0, p_i - q_i)",
             shows=_wrong("residual_reversed")),
+    Mistake("residual_support", "after the rejection of draft {draft}, the distribution returned gives {mass:.3f} of "
+            "its weight to tokens where the target's probability is not above the draft's (p <= q in that row): the "
+            "residual max(0, p - q) is 0 there, and it is normalised by dividing by its sum",
+            shows=_wrong("residual_softmax")),
     Mistake("residual_unnormalised", "the residual returned sums to {total:.3f}, not 1: it must be normalised, "
             "max(0, p_i - q_i) divided by its sum", hint="residual / residual.sum()",
             shows=_wrong("residual_unnormalised")),
@@ -181,9 +186,16 @@ def _run(fn, p, q, draft, u):
     return _outcome(fn(p.clone(), q.clone(), draft.clone(), u.clone()))
 
 
-def _probes(got, want, draft):
+def _probes(got, want, draft, p, q):
     accepted, dist = got
     drafts = draft.tolist()
+
+    def outside_residual():
+        i = len(want[0])
+        if i == len(drafts) or dist is None or len(dist) != p.shape[-1]:
+            return None
+        mass = float(sum(w for w, zero in zip(dist, (p[i] <= q[i]).tolist()) if zero))
+        return M.residual_support.at(draft=i + 1, mass=mass) if mass > 1e-4 else None
 
     def no_dist():
         if dist is not None:
@@ -210,7 +222,7 @@ def _probes(got, want, draft):
             return Said("accepted", f"{len(accepted)} of the {len(drafts)} drafts accepted where the rule, u_i < "
                                     f"min(1, p_i(x_i) / q_i(x_i)) in order, accepts {len(want[0])}")
         return None
-    return no_dist, negative, not_distribution, not_prefix, how_many
+    return no_dist, negative, not_distribution, not_prefix, how_many, outside_residual
 
 
 @exercise("the accept/reject rule of speculative sampling", name="speculative_accept",
@@ -236,7 +248,7 @@ def speculative_accept(ev: Evaluation, answer):
         except Exception:  # noqa: BLE001 - a return the pass itself will name
             answered.append(None)
     tests = 0
-    for n, (case, (_, _, draft, _), expected, result) in enumerate(passes):
+    for n, (case, (p, q, draft, _), expected, result) in enumerate(passes):
         if isinstance(result, ExerciseError):
             raise result
         want = _outcome(expected)
@@ -245,7 +257,7 @@ def speculative_accept(ev: Evaluation, answer):
                     if _fits_every_pass(said.key, outcomes, answered)}
         what = (f"the pass with k = {case['k']} drafts" + (" at temperature 0" if case.get("greedy") else "")
                 + (f", draft {case['reject_at']} rejected" if case.get("reject_at") is not None else ", all accepted"))
-        expect_outcome(got, want, what, variants, probes=_probes(got, want, draft),
+        expect_outcome(got, want, what, variants, probes=_probes(got, want, draft, p, q),
                        shown=lambda o: f"accepted {o[0]}, then a draw from {_shown(o[1])}")
         tests += 1
     return tests
@@ -259,7 +271,11 @@ def _variants(inputs):
             outcome = _run(m.shows, *inputs)
         except Exception:  # noqa: BLE001 - a mistake that cannot happen on this case
             continue
-        variants[m.at(total=sum(outcome[1]) if outcome[1] else 0.0)] = outcome
+        try:
+            said = m.at(total=sum(outcome[1]) if outcome[1] else 0.0)
+        except KeyError:                            # words with fields only a probe fills: named by that probe
+            continue
+        variants[said] = outcome
     return variants
 
 
