@@ -45,6 +45,7 @@ from .errors import ExerciseError, ValuesDiffer  # noqa: F401 - the checks impor
 from .evaluation import Evaluation, LearnerNotImplemented
 from .expectations import (  # noqa: F401 - the checks import them from here
     expect,
+    expect_array,
     expect_close,
     expect_distribution,
     expect_finite,

@@ -28,12 +28,18 @@ def expect(condition, symptom):
         fail(symptom)
 
 
-def expect_shape(x, shape, what):
-    """`x` has `shape` (None in `shape` matches any size)."""
+def expect_array(x, shape, what):
+    """`x` is an array (not None, not a list or a number): the first thing `expect_shape` tests, for checks that name
+    a wrong shape by their own mistakes."""
     if not hasattr(x, "shape"):
         raise ExerciseError(f"{what} should be an array of shape {tuple(shape)}, got {type(x).__name__}"
                             + (" (did you forget to `return` it?)" if x is None else "."),
                             key="none" if x is None else "not_array")
+
+
+def expect_shape(x, shape, what):
+    """`x` has `shape` (None in `shape` matches any size)."""
+    expect_array(x, shape, what)
     got = tuple(x.shape)
     ok = len(got) == len(shape) and all(e is None or e == g for e, g in zip(shape, got))
     if not ok and len(got) == len(shape) >= 2 and got == tuple(shape)[:-2] + tuple(shape)[-2:][::-1]:

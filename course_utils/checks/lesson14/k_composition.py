@@ -15,9 +15,8 @@ import torch
 
 from ... import circuits as ref
 from ... import induction
-from ..core import Mistake, Mistakes, exercise, expect, single_threaded
+from ..core import Mistake, Mistakes, exercise, expect_array, single_threaded
 from ..evaluation import Evaluation, call_naming
-from ..mistakes import Said
 from . import circuit_weights as cw
 
 
@@ -108,9 +107,7 @@ def k_composition(ev: Evaluation, answer):
         V = model.vocab_size
         what = f"the K-composition circuit of layer 0's head {previous} into layer 1's head {head} (V = {V})"
         got = call_naming(ev, cw.matmul_symptom(M.matmul), answer, model, previous, head)
-        expect(got is not None, Said("none", f"{what} is None: did you forget to `return` it?"))
-        expect(hasattr(got, "shape"), Said("not_array", f"{what} should be a tensor of shape ({V}, {V}), got "
-                                                        f"{type(got).__name__}."))
+        expect_array(got, (V, V), what)
         got = torch.as_tensor(got).detach().float()
         shaped = {m.at(shape=f"shape {tuple(v.shape)}"): v for m, v in M.variants(["no_embed"], model, previous,
                                                                                    head).items()}

@@ -16,9 +16,8 @@ import torch
 
 from ... import circuits as ref
 from ... import induction
-from ..core import Mistake, Mistakes, exercise, expect, single_threaded
+from ..core import Mistake, Mistakes, exercise, expect_array, single_threaded
 from ..evaluation import Evaluation, call_naming
-from ..mistakes import Said
 from . import circuit_weights as cw
 from .properties import by_property
 
@@ -141,9 +140,7 @@ def ov_circuit(ev: Evaluation, answer):
         V = model.vocab_size
         what = f"the OV circuit of layer {layer}, head {head} (V = {V}, d_model = {model.d_model})"
         got = call_naming(ev, cw.matmul_symptom(M.matmul), answer, model, layer, head)
-        expect(got is not None, Said("none", f"{what} is None: did you forget to `return` it?"))
-        expect(hasattr(got, "shape"), Said("not_array", f"{what} should be a tensor of shape ({V}, {V}), got "
-                                                        f"{type(got).__name__}."))
+        expect_array(got, (V, V), what)
         got = torch.as_tensor(got).detach().float()
         shaped = {m.at(shape=f"shape {tuple(v.shape)}"): v
                   for m, v in M.variants(_BY_SHAPE, model, layer, head).items()}
